@@ -100,9 +100,11 @@ proofs: lint-lean
 # ---- benchmarks --------------------------------------------------------------
 bench: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
+	$(PY) benchmarks/bench_vllm.py
 
 bench-quick: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
+	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 
 # ---- everything CI checks ----------------------------------------------------
 check: setup verify-c test ffi-test-asan proofs bench-quick

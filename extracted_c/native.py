@@ -8,6 +8,7 @@ reaches the library. The library is found at ``$PREFIX_CACHE_LIB`` if set
 """
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ void find_hit(const uint8_t *cached, int64_t n, int64_t need, int64_t period,
               int eagle, pc_hit_result *out);
 void legacy_scan(const uint8_t *cached, int64_t n, int64_t need, int64_t period,
                  int eagle, pc_hit_result *out);
+typedef uint8_t (*pc_probe_fn)(void *ctx, int64_t i);
+void find_hit_probe(pc_probe_fn probe, void *ctx, int64_t n, int64_t need,
+                    int64_t period, int eagle, pc_hit_result *out);
 """
 
 # The C preconditions bound every size by 2**62 so no sum can overflow.
@@ -162,6 +166,55 @@ def find_hit(cached: object, n: int, need: int, period: int, eagle: bool) -> Nat
     """C ``find_hit``. ``need`` is vLLM's raw run length and may be 0 or
     negative (sliding window of 0 or 1 token); the C treats it as 1."""
     return _hit_call("find_hit", cached, n, need, period, eagle)
+
+
+class _ProbeCall:
+    """One ``find_hit_probe`` call's Python side: the probe and any error."""
+
+    __slots__ = ("probe", "error")
+
+    def __init__(self, probe: Callable[[int], bool]) -> None:
+        self.probe = probe
+        self.error: BaseException | None = None
+
+
+@_ffi.callback("uint8_t(void *, int64_t)")
+def _probe_trampoline(ctx: Any, i: int) -> int:
+    call = _ffi.from_handle(ctx)
+    if call.error is not None:
+        return 0
+    try:
+        return 1 if call.probe(i) else 0
+    except BaseException as exc:  # re-raised after the C call returns
+        call.error = exc
+        return 0
+
+
+def find_hit_probe(
+    probe: Callable[[int], bool], n: int, need: int, period: int, eagle: bool
+) -> HitResult:
+    """C ``find_hit_probe``: the verified search, asking ``probe(i)`` for
+    each block it reads instead of reading a mask (the vLLM hot path).
+
+    ``probe`` must answer the same for the same ``i`` during one call (vLLM's
+    BlockPool does: the scheduler does not mutate it during a lookup). An
+    exception raised by ``probe`` is re-raised here; the C side then sees
+    only misses, so it stops quickly, and its result is discarded.
+    """
+    if not callable(probe):
+        raise ValueError(f"probe must be callable, got {type(probe).__name__}")
+    n = _check_int("n", n, 0, SIZE_LIMIT)
+    need = _check_int("need", need, -SIZE_LIMIT, SIZE_LIMIT)
+    period = _check_int("period", period, 1, SIZE_LIMIT)
+    if not isinstance(eagle, bool):
+        raise ValueError(f"eagle must be a bool, got {type(eagle).__name__}")
+    call = _ProbeCall(probe)
+    handle = _ffi.new_handle(call)
+    out = _ffi.new("pc_hit_result *")
+    load().find_hit_probe(_probe_trampoline, handle, n, need, period, int(eagle), out)
+    if call.error is not None:
+        raise call.error
+    return HitResult(length=int(out.length), first_real=int(out.first_real))
 
 
 def legacy_scan(

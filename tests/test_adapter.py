@@ -1,0 +1,242 @@
+"""The plugin against vLLM's own method, on real vLLM objects (no mocks).
+
+* differential: ``PREFIX_CACHE_ADAPTER_CASES`` random lookups (default
+  100,000) on real ``BlockPool``s with real ``SlidingWindowSpec``s, each
+  answered by vLLM's original classmethod and by the patched one: same hit
+  length and, per group, the very same block objects;
+* guard rails: unknown vLLM fingerprint -> not patched; native library
+  missing -> pure-Python search; shadow mode returns vLLM's answer and
+  reports an injected mismatch; install/uninstall are idempotent; the
+  plugin is found through vLLM's own entry-point loader.
+"""
+
+import logging
+import os
+import random
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from conftest import CASE_COUNTS  # noqa: E402
+from masks import random_alignment, random_mask, random_window  # noqa: E402
+from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
+from vllm_support import build_planted_cache, make_spec, split_mask_across_groups  # noqa: E402
+
+import vllm_adapter  # noqa: E402
+from extracted_c import native  # noqa: E402
+from pyspec import HitResult  # noqa: E402
+from vllm_adapter import Mode, patch  # noqa: E402
+
+ADAPTER_CASES = int(os.environ.get("PREFIX_CACHE_ADAPTER_CASES", "100000"))
+LOOKUPS_PER_POOL = 200
+
+# vLLM's own method, taken before anything is patched.
+ORIGINAL = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+
+
+@pytest.fixture(autouse=True)
+def unpatched():
+    """Every test starts and ends with vLLM's own method in place."""
+    vllm_adapter.uninstall()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+    yield
+    vllm_adapter.uninstall()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+
+
+def _vllm(*args, **kwargs):
+    return ORIGINAL.__get__(None, SlidingWindowManager)(*args, **kwargs)
+
+
+def _assert_same(ours, theirs, context) -> None:
+    (blocks_ours, tokens_ours), (blocks_theirs, tokens_theirs) = ours, theirs
+    assert tokens_ours == tokens_theirs, context
+    assert len(blocks_ours) == len(blocks_theirs), context
+    for mine, vllms in zip(blocks_ours, blocks_theirs):
+        assert len(mine) == len(vllms), context
+        assert all(a is b for a, b in zip(mine, vllms)), context
+
+
+def _random_lookups(rng: random.Random, cases: int) -> int:
+    """Run ``cases`` lookups on fresh pools; return the number compared."""
+    done = 0
+    while done < cases:
+        block_size = rng.choice((rng.randint(1, 64), rng.choice((1, 16, 32, 64))))
+        n = rng.choice((rng.randint(0, 40), rng.randint(0, 600)))
+        group_ids = rng.sample(range(6), rng.randint(1, 3))
+        shape_need = rng.choice((rng.randint(0, 8), rng.randint(0, 70)))
+        cached = random_mask(rng, n, shape_need)
+        masks = split_mask_across_groups(cached, group_ids, rng, partial_prob=0.3)
+        cache = build_planted_cache(masks, block_size, salt=rng.randbytes(8))
+        for _ in range(min(LOOKUPS_PER_POOL, cases - done)):
+            need = rng.choice((shape_need, rng.randint(0, 8), rng.randint(0, 70)))
+            spec = make_spec(block_size, random_window(rng, block_size, need))
+            args = dict(
+                block_hashes=cache.block_hashes,
+                max_length=rng.randint(0, n * block_size + block_size - 1),
+                kv_cache_group_ids=rng.sample(group_ids, rng.randint(1, len(group_ids))),
+                block_pool=cache.block_pool,
+                kv_cache_spec=spec,
+                drop_eagle_block=rng.random() < 0.5,
+                alignment_tokens=random_alignment(rng, block_size),
+            )
+            theirs = _vllm(**args)
+            ours = SlidingWindowManager.find_longest_cache_hit(**args)
+            _assert_same(ours, theirs, {k: v for k, v in args.items() if k != "block_hashes"})
+            done += 1
+    return done
+
+
+def test_differential_against_vllm() -> None:
+    assert vllm_adapter.install(Mode.ON)
+    assert vllm_adapter.status()["backend"] == ("native" if native.is_available() else "python")
+    calls_before = vllm_adapter.stats().calls
+    done = _random_lookups(random.Random(20261129), ADAPTER_CASES)
+    assert vllm_adapter.stats().calls - calls_before == done
+    CASE_COUNTS[f"adapter vs vLLM ({vllm_adapter.status()['backend']} core)"] += done
+
+
+def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> None:
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setenv(native.LIB_ENV, str(tmp_path / "missing.so"))
+    with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+        assert vllm_adapter.install(Mode.ON)
+    assert vllm_adapter.status()["backend"] == "python"
+    assert "native library unavailable" in caplog.text
+    done = _random_lookups(random.Random(7), 3000)
+    CASE_COUNTS["adapter vs vLLM (python fallback)"] += done
+
+
+def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(vllm_adapter.fingerprint, "KNOWN_FINGERPRINTS", {"0.33.0": "0" * 64})
+    with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+        assert not vllm_adapter.install(Mode.ON)
+    assert not vllm_adapter.is_installed()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+    assert "unknown vLLM build 0.33.0" in caplog.text
+    assert len([r for r in caplog.records if "unpatched" in r.getMessage()]) == 1
+
+
+def test_mode_off_and_bad_mode(monkeypatch) -> None:
+    monkeypatch.setenv(vllm_adapter.MODE_ENV, "off")
+    assert not vllm_adapter.install()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+    monkeypatch.setenv(vllm_adapter.MODE_ENV, "fast-please")
+    assert not vllm_adapter.install()
+    assert "SWA_PREFIX_CACHE_MODE" in vllm_adapter.status()["reason"]
+    with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_MODE"):
+        vllm_adapter.read_mode()
+
+
+def test_install_is_idempotent_and_uninstall_restores() -> None:
+    assert vllm_adapter.install(Mode.ON)
+    patched = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+    assert vllm_adapter.install(Mode.ON) and vllm_adapter.install(Mode.SHADOW)
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is patched
+    vllm_adapter.uninstall()
+    vllm_adapter.uninstall()
+    assert not vllm_adapter.is_installed()
+
+
+def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, caplog) -> None:
+    def wrong_search(probe, n, need, period, eagle):
+        probe(0)
+        return HitResult(length=0, first_real=0)  # claims "no hit", always
+
+    monkeypatch.setattr(patch, "_choose_search", lambda: (wrong_search, "injected"))
+    assert vllm_adapter.install(Mode.SHADOW)
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    args = dict(
+        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
+        drop_eagle_block=False, alignment_tokens=4,
+    )
+    before = vllm_adapter.stats().shadow_mismatches
+    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+        got = SlidingWindowManager.find_longest_cache_hit(**args)
+    _assert_same(got, _vllm(**args), "shadow must return vLLM's own answer")
+    assert got[1] == 32
+    assert vllm_adapter.stats().shadow_mismatches == before + 1
+    mismatch = vllm_adapter.stats().last_mismatch
+    assert mismatch["mask"] == "11111111" and mismatch["sliding_window"] == 9
+    assert "MISMATCH" in caplog.text
+
+
+def test_shadow_agrees_on_random_lookups() -> None:
+    assert vllm_adapter.install(Mode.SHADOW)
+    before = vllm_adapter.stats().shadow_compared
+    mismatches = vllm_adapter.stats().shadow_mismatches
+    done = _random_lookups(random.Random(11), 2000)
+    assert vllm_adapter.stats().shadow_compared - before == done
+    assert vllm_adapter.stats().shadow_mismatches == mismatches
+
+
+def test_inputs_outside_the_model_go_to_vllm() -> None:
+    """vLLM raises on these; the plugin must raise the same error."""
+    assert vllm_adapter.install(Mode.ON)
+    cache = build_planted_cache({0: [True] * 4}, 4)
+    base = dict(
+        block_hashes=cache.block_hashes, max_length=16, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
+        drop_eagle_block=False, alignment_tokens=4,
+    )
+    for overrides, error in [
+        (dict(max_length=64), IndexError),  # fewer hashes than blocks
+        (dict(alignment_tokens=0), ZeroDivisionError),
+        (dict(kv_cache_group_ids=[]), IndexError),
+        (dict(dcp_world_size=2), AssertionError),
+    ]:
+        args = {**base, **overrides}
+        with pytest.raises(error):
+            _vllm(**args)
+        with pytest.raises(error):
+            SlidingWindowManager.find_longest_cache_hit(**args)
+    for overrides in (dict(max_length=-5), dict(alignment_tokens=-8)):
+        args = {**base, **overrides}
+        _assert_same(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), overrides)
+
+
+def test_vllm_loads_the_plugin_through_its_entry_point(monkeypatch) -> None:
+    from importlib.metadata import entry_points
+
+    import vllm.plugins
+
+    names = {ep.name: ep.value for ep in entry_points(group="vllm.general_plugins")}
+    assert names.get("swa_prefix_cache") == "vllm_adapter.plugin:register"
+    monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    vllm.plugins.load_general_plugins()
+    assert vllm_adapter.is_installed()
+
+
+def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
+    def broken_search(probe, n, need, period, eagle):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(patch, "_choose_search", lambda: (broken_search, "injected"))
+    assert vllm_adapter.install(Mode.ON)
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    args = dict(
+        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
+        drop_eagle_block=False, alignment_tokens=4,
+    )
+    errors = vllm_adapter.stats().errors
+    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+        for _ in range(3):
+            _assert_same(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), "")
+    assert vllm_adapter.stats().errors == errors + 3
+    assert caplog.text.count("lookup failed") == (1 if errors == 0 else 0)
+
+
+def test_native_without_probe_symbol_uses_python(monkeypatch) -> None:
+    """A library that loads but lacks find_hit_probe must not be chosen."""
+
+    class NoProbe:
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    monkeypatch.setattr(native, "_lib", NoProbe())
+    assert vllm_adapter.install(Mode.ON)
+    assert vllm_adapter.status()["backend"] == "python"

@@ -1,0 +1,20 @@
+"""Drop-in replacement of vLLM's sliding-window prefix-cache lookup.
+
+Loaded by vLLM as a general plugin (entry point ``vllm.general_plugins``
+-> ``vllm_adapter.plugin:register``). Importing this package does not
+import vLLM; ``install()`` does.
+"""
+
+from vllm_adapter.config import MODE_ENV, Mode, read_mode
+from vllm_adapter.patch import install, is_installed, stats, status, uninstall
+
+__all__ = [
+    "MODE_ENV",
+    "Mode",
+    "install",
+    "is_installed",
+    "read_mode",
+    "stats",
+    "status",
+    "uninstall",
+]

@@ -1,0 +1,211 @@
+"""Install / uninstall the replacement on vLLM's SlidingWindowManager.
+
+Idempotent and safe to call in every vLLM process (vLLM runs general
+plugins in the front end, the engine core and the workers). Anything off
+(unknown vLLM build, unreadable sources, bad mode) leaves vLLM's own code
+in place and is said once in the log.
+"""
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_adapter.config import Mode, read_mode
+
+logger = logging.getLogger("vllm_adapter")
+
+_lock = threading.Lock()
+
+
+@dataclass
+class Stats:
+    """Counters a test or an operator can read (``vllm_adapter.stats()``)."""
+
+    calls: int = 0
+    errors: int = 0
+    shadow_compared: int = 0
+    shadow_mismatches: int = 0
+    last_mismatch: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _State:
+    installed: bool = False
+    mode: Mode | None = None
+    backend: str = ""
+    original: Any = None  # the classmethod object found on the class
+    reason: str = ""
+    stats: Stats = field(default_factory=Stats)
+
+
+_state = _State()
+
+
+def _choose_search() -> tuple[Any, str]:
+    """The native core when it loads, else the pure-Python stride search."""
+    from vllm_adapter.swa_lookup import python_search
+
+    try:
+        from extracted_c import native
+
+        native.load().find_hit_probe  # the symbol must be there, not only the file
+        return native.find_hit_probe, "native"
+    except Exception as exc:  # any failure to load means: use Python
+        logger.warning(
+            "swa-prefix-cache: native library unavailable (%s); using the "
+            "pure-Python stride search", exc,
+        )
+        return python_search, "python"
+
+
+def install(mode: Mode | None = None) -> bool:
+    """Patch vLLM if its build is known and the mode is not ``off``.
+
+    Returns whether the patch is active. Never raises for an unknown vLLM
+    or a missing native library: those leave vLLM untouched (or use the
+    Python search) and log one line.
+    """
+    with _lock:
+        if _state.installed:
+            return True
+        try:
+            mode = read_mode() if mode is None else mode
+        except ValueError as exc:
+            _state.reason = str(exc)
+            logger.error("swa-prefix-cache: %s; vLLM left unpatched", exc)
+            return False
+        _state.mode = mode
+        if mode is Mode.OFF:
+            _state.reason = "mode off"
+            logger.info("swa-prefix-cache: mode off; vLLM left unpatched")
+            return False
+        from vllm_adapter import fingerprint
+
+        try:
+            known, version, digest = fingerprint.check_installed()
+        except Exception as exc:  # vLLM missing or reshaped beyond recognition
+            _state.reason = f"cannot fingerprint vLLM: {exc!r}"
+            logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
+            return False
+        if not known:
+            _state.reason = f"unknown vLLM build {version} (fingerprint {digest[:16]})"
+            logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
+            return False
+        from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+        from vllm_adapter.swa_lookup import make_lookup
+
+        search, backend = _choose_search()
+        original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+        ours = make_lookup(original.__get__(None, SlidingWindowManager), search, _on_error)
+        if mode is Mode.SHADOW:
+            ours = _shadow(ours, original.__get__(None, SlidingWindowManager))
+        SlidingWindowManager.find_longest_cache_hit = classmethod(_counted(ours))
+        _state.installed, _state.original, _state.backend = True, original, backend
+        _state.reason = ""
+        logger.info(
+            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s",
+            mode.value, backend, version,
+        )
+        return True
+
+
+def uninstall() -> None:
+    """Put vLLM's own method back. Safe to call when not installed."""
+    with _lock:
+        if not _state.installed:
+            return
+        from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+        SlidingWindowManager.find_longest_cache_hit = _state.original
+        _state.installed = False
+        _state.original = None
+
+
+def is_installed() -> bool:
+    return _state.installed
+
+
+def status() -> dict[str, Any]:
+    """What is active and why; the stats counters."""
+    return {
+        "installed": _state.installed,
+        "mode": _state.mode.value if _state.mode else None,
+        "backend": _state.backend,
+        "reason": _state.reason,
+        "stats": _state.stats,
+    }
+
+
+def stats() -> Stats:
+    return _state.stats
+
+
+def _on_error(exc: BaseException) -> None:
+    """Our search failed: vLLM's own method answers; say so once."""
+    _state.stats.errors += 1
+    if _state.stats.errors == 1:
+        logger.error(
+            "swa-prefix-cache: lookup failed (%r); vLLM's own method answered "
+            "(counted in stats().errors, logged once)", exc, exc_info=exc,
+        )
+
+
+def _counted(lookup: Any) -> Any:
+    def counted(cls: type, *args: Any, **kwargs: Any) -> Any:
+        _state.stats.calls += 1
+        return lookup(cls, *args, **kwargs)
+
+    counted.__doc__ = "SWA prefix-cache lookup by stride search (swa-prefix-cache)."
+    return counted
+
+
+def _same_result(a: Any, b: Any) -> bool:
+    """Equal hit length and, per group, the very same block objects."""
+    (blocks_a, len_a), (blocks_b, len_b) = a, b
+    if len_a != len_b or len(blocks_a) != len(blocks_b):
+        return False
+    return all(
+        len(x) == len(y) and all(p is q for p, q in zip(x, y))
+        for x, y in zip(blocks_a, blocks_b)
+    )
+
+
+def _shadow(ours: Any, original: Any) -> Any:
+    """Run both, return vLLM's answer, record any disagreement."""
+
+    def shadow(cls: type, *args: Any, **kwargs: Any) -> Any:
+        theirs = original(*args, **kwargs)
+        try:
+            mine = ours(cls, *args, **kwargs)
+        except Exception as exc:  # a crash in ours must not hurt serving
+            mine = exc
+        _state.stats.shadow_compared += 1
+        if isinstance(mine, Exception) or not _same_result(mine, theirs):
+            _record_mismatch(args, kwargs, mine, theirs)
+        return theirs
+
+    return shadow
+
+
+def _record_mismatch(args: tuple, kwargs: dict, mine: Any, theirs: Any) -> None:
+    """Log the inputs needed to replay the lookup on pyspec."""
+    from vllm_adapter.replay import describe_lookup
+
+    _state.stats.shadow_mismatches += 1
+    detail = describe_lookup(args, kwargs)
+    detail["ours"] = repr(mine) if isinstance(mine, Exception) else _summary(mine)
+    detail["vllm"] = _summary(theirs)
+    _state.stats.last_mismatch = detail
+    logger.error("swa-prefix-cache shadow MISMATCH: %s", detail)
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    blocks, hit_tokens = result
+    first = blocks[0] if blocks else []
+    return {
+        "hit_tokens": hit_tokens,
+        "lengths": [len(b) for b in blocks],
+        "block_ids": [getattr(b, "block_id", None) for b in first],
+    }
