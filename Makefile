@@ -107,8 +107,10 @@ bench-quick: setup lib $(LIB_BENCH)
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 
 # ---- everything CI checks ----------------------------------------------------
-check: setup verify-c test ffi-test-asan proofs bench-quick
+check: setup verify-c test ffi-test-asan vllm-upstream-tests proofs bench-quick
 	@echo "make check: all passed"
 
 clean:
 	rm -rf build $(LIB) .pytest_cache
+
+include mk/vllm-upstream.mk

@@ -140,8 +140,8 @@ def test_install_is_idempotent_and_uninstall_restores() -> None:
 
 
 def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, caplog) -> None:
-    def wrong_search(probe, n, need, period, eagle):
-        probe(0)
+    def wrong_search(cached, n, need, period, eagle):
+        cached[0]
         return HitResult(length=0, first_real=0)  # claims "no hit", always
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (wrong_search, "injected"))
@@ -211,7 +211,7 @@ def test_vllm_loads_the_plugin_through_its_entry_point(monkeypatch) -> None:
 
 
 def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
-    def broken_search(probe, n, need, period, eagle):
+    def broken_search(cached, n, need, period, eagle):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (broken_search, "injected"))

@@ -44,13 +44,13 @@ _state = _State()
 
 def _choose_search() -> tuple[Any, str]:
     """The native core when it loads, else the pure-Python stride search."""
-    from vllm_adapter.swa_lookup import python_search
+    from vllm_adapter.swa_lookup import native_search, python_search
 
     try:
         from extracted_c import native
 
         native.load().find_hit_probe  # the symbol must be there, not only the file
-        return native.find_hit_probe, "native"
+        return native_search, "native"
     except Exception as exc:  # any failure to load means: use Python
         logger.warning(
             "swa-prefix-cache: native library unavailable (%s); using the "

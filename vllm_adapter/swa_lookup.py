@@ -15,33 +15,57 @@ from typing import Any
 from pyspec import HitResult, SearchParams
 from pyspec.params import alignment_period, contiguous_blocks_for_hit
 
-# search(probe, n, need, period, eagle) -> HitResult, where probe(i) says
-# whether block i is cached. ``need`` is vLLM's raw value (may be <= 0).
-Search = Callable[[Callable[[int], bool], int, int, int, bool], HitResult]
+# search(cached, n, need, period, eagle) -> HitResult, where reading
+# cached[i] probes the BlockPool for block i. ``need`` is vLLM's raw value
+# (may be <= 0 for windows of 0 or 1 token).
+Search = Callable[[Sequence[bool], int, int, int, bool], HitResult]
 
 
-class _ProbedMask(Sequence[bool]):
-    """A mask whose entries are probed on first read (pure-Python backend)."""
+class PoolMask(Sequence[bool]):
+    """The cached-block mask of one lookup, probed lazily.
 
-    def __init__(self, n: int, probe: Callable[[int], bool]) -> None:
+    Reading ``self[i]`` is one ``BlockPool.get_cached_block`` call (vLLM's
+    own probe, all groups at once); the blocks it returns are kept so the
+    output lists can be built from exactly what vLLM would have read.
+    """
+
+    __slots__ = ("_n", "_hashes", "_group_ids", "_get", "found")
+
+    def __init__(self, n: int, hashes: Any, group_ids: list[int], block_pool: Any) -> None:
         self._n = n
-        self._probe = probe
+        self._hashes = hashes
+        self._group_ids = group_ids
+        self._get = block_pool.get_cached_block
+        self.found: dict[int, list[Any]] = {}
 
     def __len__(self) -> int:
         return self._n
 
     def __getitem__(self, i: int) -> bool:  # type: ignore[override]
-        return self._probe(i)
+        blocks = self._get(self._hashes[i], self._group_ids)
+        if blocks:
+            self.found[i] = blocks
+            return True
+        return False
 
 
 def python_search(
-    probe: Callable[[int], bool], n: int, need: int, period: int, eagle: bool
+    cached: Sequence[bool], n: int, need: int, period: int, eagle: bool
 ) -> HitResult:
     """pyspec's stride search; used when the native library is unavailable."""
     from pyspec import find_hit
 
     params = SearchParams(n=n, need=max(need, 1), period=period, eagle=eagle)
-    return find_hit(_ProbedMask(n, probe), params)
+    return find_hit(cached, params)
+
+
+def native_search(
+    cached: Sequence[bool], n: int, need: int, period: int, eagle: bool
+) -> HitResult:
+    """The verified C core, calling back into ``cached[i]`` for each probe."""
+    from extracted_c import native
+
+    return native.find_hit_probe(cached.__getitem__, n, need, period, eagle)
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,19 +140,11 @@ def make_lookup(
             )
         eagle = bool(drop_eagle_block)
         need, period = _shape(kv_cache_spec.sliding_window, block_size, alignment_tokens, eagle)
-        found: dict[int, list[Any]] = {}
-        get_cached_block = block_pool.get_cached_block
-
-        def probe(i: int) -> bool:
-            blocks = get_cached_block(hashes[i], kv_cache_group_ids)
-            if blocks:
-                found[i] = blocks
-                return True
-            return False
-
+        cached = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
         try:
-            hit = search(probe, n, need, period, eagle)
+            hit = search(cached, n, need, period, eagle)
             null = block_pool.null_block
+            found = cached.found
             computed = tuple(
                 [null] * hit.first_real
                 + [found[i][g] for i in range(hit.first_real, hit.length)]

@@ -1,0 +1,20 @@
+# vLLM 0.33.0's own prefix-cache unit tests, run with our plugin active and
+# without it, compared test by test (scripts/vllm_upstream_tests.sh).
+# vLLM's test tree is fetched at test time into build/vllm-upstream/ and
+# reused by later runs. Included by the Makefile; uses its PY and VENV.
+#
+#   make vllm-upstream-tests                       the default selection
+#   make vllm-upstream-tests VLLM_UPSTREAM_TESTS="tests/v1/core/test_prefix_caching.py"
+#   make vllm-upstream-clean                       drop the cached sdist tests
+
+VLLM_UPSTREAM_TESTS ?=
+
+.PHONY: vllm-upstream-tests vllm-upstream-clean
+
+# `lib`: the plugin uses the native core when it loads, so a stale
+# extracted_c/libprefix_cache.so must be rebuilt before vLLM runs on it.
+vllm-upstream-tests: setup lib
+	PY="$(abspath $(PY))" bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
+
+vllm-upstream-clean:
+	rm -rf build/vllm-upstream

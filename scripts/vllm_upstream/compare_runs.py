@@ -1,0 +1,175 @@
+"""Compare two runs of vLLM's unit tests: with our plugin and without it.
+
+Usage:
+    python compare_runs.py WITH.xml WITH.json WITHOUT.xml WITHOUT.json
+
+The ``.xml`` files are pytest ``--junitxml`` reports, the ``.json`` files
+what scripts/vllm_upstream/vllm_upstream_plugin.py wrote at session end.
+
+Exit status 0 only when
+* both pytest sessions ended normally (exit status 0 or 1: no crash,
+  interruption, usage error, or empty selection) and ran the same tests;
+* the "with" run had the patch installed and the patched method was
+  called at least once; the "without" run had it not installed and no calls;
+* no test that passed without the plugin fails, errors, is skipped or is
+  missing with it, and no test passes only with it (a provably identical
+  lookup cannot fix a test: that would mean the runs differ in something
+  else, so it is reported as a difference too).
+
+Tests that fail in both runs are listed, with their messages, and do not
+fail the comparison: they say something about this machine, not the plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+
+
+def _reason(element: ET.Element) -> str:
+    text = element.get("message") or (element.text or "").strip()
+    first = text.strip().splitlines()[0] if text.strip() else element.tag
+    return first if len(first) <= 240 else first[:237] + "..."
+
+
+def read_junit(path: Path) -> dict[str, tuple[str, str]]:
+    """``{test id: (outcome, reason)}`` from a junit xml file."""
+    outcomes: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        classname = case.get("classname", "")
+        test_id = f"{classname}::{case.get('name', '')}" if classname else case.get("name", "")
+        outcome, reason = PASSED, ""
+        for child in case:
+            if child.tag == "error":
+                outcome, reason = ERROR, _reason(child)
+                break
+            if child.tag == "failure":
+                outcome, reason = FAILED, _reason(child)
+                break
+            if child.tag == "skipped":
+                outcome, reason = SKIPPED, _reason(child)
+        if test_id in outcomes and outcomes[test_id][0] != PASSED:
+            continue  # keep the first non-pass (e.g. a teardown error entry)
+        outcomes[test_id] = (outcome, reason)
+    return outcomes
+
+
+def summary(outcomes: dict[str, tuple[str, str]]) -> str:
+    counts = Counter(outcome for outcome, _ in outcomes.values())
+    return ", ".join(
+        f"{counts.get(k, 0)} {k}" for k in (PASSED, FAILED, ERROR, SKIPPED)
+    ) + f" (of {len(outcomes)})"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 5:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    with_xml, with_json, without_xml, without_json = map(Path, argv[1:])
+    problems: list[str] = []
+
+    reports = {}
+    for label, path in (("with plugin", with_json), ("without plugin", without_json)):
+        try:
+            reports[label] = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            problems.append(f"{label}: no session report ({exc})")
+    runs = {}
+    for label, path in (("with plugin", with_xml), ("without plugin", without_xml)):
+        try:
+            runs[label] = read_junit(path)
+        except (OSError, ET.ParseError) as exc:
+            problems.append(f"{label}: no junit report ({exc})")
+    if problems:
+        for p in problems:
+            print(f"FAIL: {p}")
+        return 1
+
+    on, off = runs["with plugin"], runs["without plugin"]
+    rep_on, rep_off = reports["with plugin"], reports["without plugin"]
+
+    print(f"with plugin:    {summary(on)}")
+    print(f"without plugin: {summary(off)}")
+    print(
+        f"patched method (SlidingWindowManager.find_longest_cache_hit) calls: "
+        f"{rep_on.get('calls')} with plugin (backend {rep_on.get('backend') or '-'}), "
+        f"{rep_off.get('calls')} without"
+    )
+
+    for label, rep in (("with plugin", rep_on), ("without plugin", rep_off)):
+        if rep.get("exitstatus") not in (0, 1):
+            problems.append(
+                f"{label}: pytest exit status {rep.get('exitstatus')} "
+                "(interrupted, internal error, usage error or no tests)"
+            )
+    if not rep_on.get("installed_at_end"):
+        problems.append(f"with plugin: patch not installed at session end ({rep_on.get('reason')})")
+    if not rep_on.get("calls"):
+        problems.append("with plugin: the patched method was never called")
+    if rep_off.get("installed_at_end") or rep_off.get("calls"):
+        problems.append("without plugin: the patch was active in the reference run")
+    if not off:
+        problems.append("without plugin: no tests ran")
+    if set(on) != set(off):
+        only_on, only_off = sorted(set(on) - set(off)), sorted(set(off) - set(on))
+        problems.append(
+            f"the runs collected different tests: {len(only_on)} only with plugin "
+            f"{only_on[:5]}, {len(only_off)} only without {only_off[:5]}"
+        )
+
+    regressions = sorted(
+        t for t, (o, _) in off.items() if o == PASSED and on.get(t, ("missing", ""))[0] != PASSED
+    )
+    only_with = sorted(
+        t for t, (o, _) in on.items() if o == PASSED and t in off and off[t][0] != PASSED
+    )
+    both = sorted(
+        t for t, (o, _) in off.items()
+        if o in (FAILED, ERROR) and t in on and on[t][0] in (FAILED, ERROR)
+    )
+    skipped_both = sum(
+        1 for t, (o, _) in off.items() if o == SKIPPED and on.get(t, ("", ""))[0] == SKIPPED
+    )
+
+    if both:
+        print(f"\nfailing in BOTH runs ({len(both)}; not caused by the plugin):")
+        for t in both:
+            print(f"  {off[t][0].upper():6} {t}\n         {off[t][1]}")
+    else:
+        print("\nfailing in both runs: none")
+    if skipped_both:
+        print(f"skipped in both runs: {skipped_both}")
+
+    if regressions:
+        problems.append(f"{len(regressions)} test(s) pass without the plugin but not with it")
+        print(f"\nREGRESSIONS with the plugin ({len(regressions)}):")
+        for t in regressions:
+            outcome, reason = on.get(t, ("missing", "not run with the plugin"))
+            print(f"  {outcome.upper():7} {t}\n          {reason}")
+    if only_with:
+        problems.append(f"{len(only_with)} test(s) pass only with the plugin")
+        print(f"\nDIFFERENCES: pass only with the plugin ({len(only_with)}):")
+        for t in only_with:
+            print(f"  {t}\n          without: {off[t][0]}: {off[t][1]}")
+
+    print()
+    if problems:
+        for p in problems:
+            print(f"FAIL: {p}")
+        return 1
+    print(
+        f"OK: every test that passes without the plugin passes with it "
+        f"({sum(1 for o, _ in on.values() if o == PASSED)} passed with, "
+        f"{sum(1 for o, _ in off.values() if o == PASSED)} without); "
+        f"patched method called {rep_on['calls']} times"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,110 @@
+"""pytest plugin for running vLLM 0.33.0's own unit tests on a CPU machine,
+with or without our SWA prefix-cache lookup patched in.
+
+Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
+(that script puts this folder on ``PYTHONPATH``). It
+
+* marks every collected test ``skip_global_cleanup``: vLLM's autouse cleanup
+  fixture (tests/conftest.py) calls accelerator APIs that a CPU build lacks;
+* at session start, with ``VLLM_UPSTREAM_PLUGIN=on``, calls
+  ``vllm_adapter.install(Mode.ON)`` and fails the session unless
+  ``vllm_adapter.is_installed()``; with ``VLLM_UPSTREAM_PLUGIN=off`` it makes
+  sure the patch is NOT active (and ``SWA_PREFIX_CACHE_MODE=off`` keeps
+  vLLM's own plugin loader from installing it);
+* with ``HF_HUB_OFFLINE=1``, makes vLLM's
+  ``try_get_safetensors_metadata`` return ``None`` at once: offline it can
+  only fail, and vLLM then retries with a 2 s sleep for every
+  ``ModelConfig`` built (about 2 s per offloading-connector test) before
+  returning ``None`` anyway. Same answer, no sleep. Set
+  ``VLLM_UPSTREAM_KEEP_HF_RETRY=1`` to leave it alone;
+* at session end, writes what happened (mode, installed, backend, number of
+  calls of the patched method) as JSON to ``$VLLM_UPSTREAM_REPORT``, so the
+  driver can refuse a run in which the patched method never ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+MODE_VAR = "VLLM_UPSTREAM_PLUGIN"
+REPORT_VAR = "VLLM_UPSTREAM_REPORT"
+
+_calls_at_start = 0
+
+
+def _want_installed() -> bool:
+    raw = os.environ.get(MODE_VAR, "").strip().lower()
+    if raw not in ("on", "off"):
+        raise pytest.UsageError(f"{MODE_VAR} must be 'on' or 'off', got {raw!r}")
+    return raw == "on"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _want_installed()  # reject a bad VLLM_UPSTREAM_PLUGIN before collection
+    if os.environ.get("HF_HUB_OFFLINE") == "1" and not os.environ.get(
+        "VLLM_UPSTREAM_KEEP_HF_RETRY"
+    ):
+        import vllm.transformers_utils.config as hf_config
+
+        def try_get_safetensors_metadata(model, *, revision=None):  # type: ignore[no-untyped-def]
+            return None  # what vLLM returns offline, after its retries
+
+        hf_config.try_get_safetensors_metadata = try_get_safetensors_metadata
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _calls_at_start
+    import vllm_adapter
+
+    if _want_installed():
+        vllm_adapter.install(vllm_adapter.Mode.ON)
+        if not vllm_adapter.is_installed():
+            raise pytest.UsageError(
+                "vllm_adapter.install(Mode.ON) did not patch vLLM: "
+                f"{vllm_adapter.status()['reason']}"
+            )
+    else:
+        vllm_adapter.uninstall()
+        assert not vllm_adapter.is_installed()
+    _calls_at_start = vllm_adapter.stats().calls
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.skip_global_cleanup)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import vllm_adapter
+
+    status = vllm_adapter.status()
+    report = {
+        "wanted": "on" if _want_installed() else "off",
+        "installed_at_end": vllm_adapter.is_installed(),
+        "mode": status["mode"],
+        "backend": status["backend"],
+        "reason": status["reason"],
+        "calls": vllm_adapter.stats().calls - _calls_at_start,
+        "exitstatus": int(exitstatus),
+    }
+    path = os.environ.get(REPORT_VAR)
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    import vllm_adapter
+
+    terminalreporter.write_line(
+        f"vllm_upstream_plugin: wanted={'on' if _want_installed() else 'off'} "
+        f"installed={vllm_adapter.is_installed()} "
+        f"backend={vllm_adapter.status()['backend'] or '-'} "
+        f"patched-method calls={vllm_adapter.stats().calls - _calls_at_start}"
+    )
