@@ -18,7 +18,10 @@ CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
 CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h
+C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c
+# The library: the proved mask instance and the probe instance, which is
+# prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
+C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
@@ -62,18 +65,18 @@ apt-tools:
 lib: $(LIB)
 
 $(LIB): $(C_SRC)
-	$(CC) $(CFLAGS_LIB) -o $@ extracted_c/prefix_cache.c
+	$(CC) $(CFLAGS_LIB) -o $@ $(C_UNITS)
 
 lib-asan: $(LIB_ASAN)
 
 $(LIB_ASAN): $(C_SRC)
 	mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ASAN) -o $@ extracted_c/prefix_cache.c
+	$(CC) $(CFLAGS_ASAN) -o $@ $(C_UNITS)
 	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
 	mkdir -p $(dir $@)
-	$(CC) -std=c99 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ benchmarks/bench_core.c extracted_c/prefix_cache.c
+	$(CC) -std=c99 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ benchmarks/bench_core.c $(C_UNITS)
 
 verify-c: apt-tools
 	bash extracted_c/verify.sh build/wp

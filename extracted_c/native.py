@@ -8,6 +8,7 @@ reaches the library. The library is found at ``$PREFIX_CACHE_LIB`` if set
 """
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,9 +179,15 @@ class _ProbeCall:
         self.error: BaseException | None = None
 
 
+# The call in progress, per thread (cffi releases the GIL inside the C call,
+# so another thread may be searching at the same time). Cheaper per probe
+# than passing a cffi handle through ``ctx``.
+_current = threading.local()
+
+
 @_ffi.callback("uint8_t(void *, int64_t)")
 def _probe_trampoline(ctx: Any, i: int) -> int:
-    call = _ffi.from_handle(ctx)
+    call = _current.call
     if call.error is not None:
         return 0
     try:
@@ -209,9 +216,13 @@ def find_hit_probe(
     if not isinstance(eagle, bool):
         raise ValueError(f"eagle must be a bool, got {type(eagle).__name__}")
     call = _ProbeCall(probe)
-    handle = _ffi.new_handle(call)
+    outer = getattr(_current, "call", None)  # a probe may itself search
+    _current.call = call
     out = _ffi.new("pc_hit_result *")
-    load().find_hit_probe(_probe_trampoline, handle, n, need, period, int(eagle), out)
+    try:
+        load().find_hit_probe(_probe_trampoline, _ffi.NULL, n, need, period, int(eagle), out)
+    finally:
+        _current.call = outer
     if call.error is not None:
         raise call.error
     return HitResult(length=int(out.length), first_real=int(out.first_real))

@@ -151,3 +151,25 @@ def test_missing_library_is_reported(monkeypatch, tmp_path) -> None:
     assert not native.is_available()
     with pytest.raises(native.NativeLibraryError, match="nope.so"):
         native.find_hit(b"\x01", n=1, need=1, period=1, eagle=False)
+
+
+def test_find_hit_probe_rejects_bad_arguments(lib: None) -> None:
+    with pytest.raises(ValueError, match="probe"):
+        native.find_hit_probe(None, n=4, need=2, period=1, eagle=False)
+    for name, value in [("n", -1), ("period", 0), ("eagle", 1), ("need", "2")]:
+        args = {**GOOD_NATIVE, name: value}
+        with pytest.raises(ValueError, match=rf"^{name} "):
+            native.find_hit_probe(lambda i: True, **args)
+
+
+def test_find_hit_probe_reraises_probe_errors(lib: None) -> None:
+    """A failing probe is never read as 'not cached': its error comes back."""
+    calls = []
+
+    def probe(i: int) -> bool:
+        calls.append(i)
+        raise KeyError(i)
+
+    with pytest.raises(KeyError):
+        native.find_hit_probe(probe, n=1000, need=4, period=1, eagle=False)
+    assert len(calls) == 1  # after the first error the C side is told "miss"

@@ -6,7 +6,8 @@ not a multiple of the block size,
 EAGLE on and off, and ``max_length`` both a multiple of the block size and
 one token short of it. Four answers must agree: the transcribed vLLM loop
 (``pyspec.legacy_scan``), the stride search (``pyspec.find_hit``) and their
-two C twins; probe counts must agree between each Python/C pair.
+C twins (mask and probe instances of find_hit, and legacy_scan); probe
+counts must agree between each Python/C pair.
 """
 
 import pytest
@@ -44,6 +45,13 @@ def test_all_masks_of_length(n: int, lib: None) -> None:
                         fast = native.find_hit(mask, p.n, raw_need, p.period, eagle)
                         assert fast.hit == expected, raw
                         assert fast.probes == spec_mask.probes, raw
+                        reads: list[int] = []
+                        probed = native.find_hit_probe(
+                            lambda i: reads.append(i) or mask[i] != 0,
+                            p.n, raw_need, p.period, eagle,
+                        )
+                        assert probed == expected, raw
+                        assert len(reads) == fast.probes, raw
                         slow = native.legacy_scan(mask, p.n, raw_need, p.period, eagle)
                         assert slow.hit == expected, raw
                         assert slow.probes == legacy_mask.probes, raw

@@ -57,6 +57,12 @@ def test_c_matches_spec(n: int, kind: str, need: int, period: int, eagle: bool, 
     # Each block is probed at most once by the stride search, and the prefix
     # fallback reads at most need - 1 more.
     assert fast.probes <= n + max(need - 1, 0)
+    reads: list[int] = []
+    probed = native.find_hit_probe(lambda i: reads.append(i) or mask[i] != 0, n, need, period, eagle)
+    assert probed == expected
+    # The probe instance reads exactly as often as the mask instance does.
+    assert len(reads) == fast.probes
+    assert all(0 <= i < n for i in reads)
     assert legacy_scan(mask, *raw) == expected
     slow = native.legacy_scan(mask, n, need, period, eagle)
     assert slow.hit == expected

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# verify.sh -- prove extracted_c/prefix_cache.c with Frama-C/WP, then check
+# that deliberately broken copies of it (mutants) are rejected.
+#
+# Usage: extracted_c/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
+#
+# Needs frama-c (25, Manganese), why3 (1.5.1), cvc4, cvc5 and z3 on PATH;
+# Alt-Ergo is not used. Exits non-zero unless
+#   * every WP goal of prefix_cache.c is proved (RTE, contracts, loop
+#     invariants, variants, lemmas) and every smoke test passes
+#     (no contradictory precondition, no dead code or dead loop), and
+#   * every mutant leaves at least one goal unproved.
+#
+# Real file: provers are tried in order of speed, as a cascade: cvc4 on
+# every goal (cvc4 alone proves them all today), then cvc5 on what cvc4 left,
+# then z3 on what both left (frama-c -then stages). Racing the three provers
+# on every goal costs 2-3x the CPU for nothing.
+#
+# Mutants: see section 2 below.
+#
+# Knobs (environment): PC_WP_TIMEOUT (s per prover and goal, default 10),
+# PC_WP_PAR (parallel prover processes, default 4: on 2 cores a prover call
+# spends about half its wall time waiting on WP's scheduler, so 4 keeps both
+# cores busy; the slowest goal needs ~3 s of the 10 s timeout),
+# PC_MUTANT_TIMEOUT (default 5), PC_SKIP_MUTANTS=1 to prove the real file
+# only.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="${1:-$here/../build/wp}"
+mkdir -p "$build"
+build="$(cd "$build" && pwd)"
+src="$here/prefix_cache.c"
+timeout="${PC_WP_TIMEOUT:-10}"
+par="${PC_WP_PAR:-4}"
+mutant_timeout="${PC_MUTANT_TIMEOUT:-5}"
+
+for tool in frama-c why3 cvc4 cvc5 z3; do
+    command -v "$tool" >/dev/null || { echo "verify.sh: $tool not on PATH" >&2; exit 2; }
+done
+
+# ---- why3 configuration, kept inside the build dir -------------------------
+export WHY3CONFIG="$build/why3.conf"
+rm -f "$WHY3CONFIG"
+why3 config detect >"$build/why3-detect.log" 2>&1
+# why3 1.5.1 does not detect cvc5; without --force-logic=ALL every goal fails.
+cat >>"$WHY3CONFIG" <<'EOF'
+
+[prover]
+command = "cvc5 --tlimit=%t000 --lang=smt2 --force-logic=ALL %f"
+command_steps = "cvc5 --rlimit=%S --lang=smt2 --force-logic=ALL %f"
+driver = "cvc4_17"
+editor = ""
+in_place = false
+interactive = false
+name = "CVC5"
+shortcut = "cvc5"
+version = "1.0.3"
+EOF
+provers="$(why3 config list-provers 2>/dev/null)"
+for p in "CVC4 1.8" "CVC5 1.0.3" "Z3 4.8.12"; do
+    grep -qx "$p" <<<"$provers" || { echo "verify.sh: why3 does not see $p" >&2; exit 2; }
+done
+
+# ---- helpers -------------------------------------------------------------
+# wp_counts LOG: sets WP_PROVED / WP_TOTAL from the last "Proved goals" line.
+wp_counts() {
+    local line
+    line="$(grep -E '^\[wp\] Proved goals:' "$1" | tail -1 || true)"
+    if [ -z "$line" ]; then
+        echo "verify.sh: no 'Proved goals' line in $1 (no goal selected?)" >&2
+        tail -20 "$1" >&2
+        exit 2
+    fi
+    WP_PROVED="$(awk '{print $(NF-2)}' <<<"$line")"
+    WP_TOTAL="$(awk '{print $NF}' <<<"$line")"
+}
+
+# Goals not proved by the last WP run in LOG, on one line.
+unproved_goals() {
+    awk '/^\[wp\] Running WP plugin/ {buf = ""; next}
+         /Goal typed_/ && !/: Valid/ {
+             match($0, /Goal typed_[A-Za-z0-9_]+/)
+             buf = buf substr($0, RSTART + 11, RLENGTH - 11) " "
+         }
+         END {print buf}' "$1"
+}
+
+# frama-c, run from the build dir so that it writes nothing elsewhere.
+fc() {
+    (cd "$build" && frama-c -cpp-extra-args="-I$here" "$@")
+}
+
+wp_common=(-wp -wp-rte -wp-no-pruning -wp-par "$par")
+
+# ---- 1. the real file -------------------------------------------------------
+# One frama-c run, three stages (-then): cvc4 on everything (with the smoke
+# tests), then cvc5, then z3; a later stage only retries the goals that are
+# not valid yet (and re-checks the lemmas), never the smoke tests. So
+#   total    = goals of the first stage (smoke tests included),
+#   unproved = goals the last stage left + failed smoke tests.
+start=$(date +%s)
+log="$build/wp.log"
+fc "$src" "${wp_common[@]}" -wp-timeout "$timeout" -wp-prover cvc4 -wp-smoke-tests \
+    -then -wp -wp-prover cvc5 -wp-no-smoke-tests \
+    -then -wp -wp-prover z3 -wp-no-smoke-tests >"$log" 2>&1 \
+    || { echo "verify.sh: frama-c failed, see $log" >&2; tail -20 "$log" >&2; exit 2; }
+grep -E '^\[wp\] Proved goals:' "$log"
+total="$(grep -E '^\[wp\] Proved goals:' "$log" | head -1 | awk '{print $NF}')"
+wp_counts "$log"
+smoke_failed="$(grep -c 'Failed smoke-test' "$log" || true)"
+WP_PROVED=$((total - (WP_TOTAL - WP_PROVED) - smoke_failed))
+end=$(date +%s)
+echo "prefix_cache.c: Proved goals: $WP_PROVED / $total ($((end - start)) s, log $build/wp.log)"
+status=0
+if [ "$smoke_failed" != 0 ]; then
+    grep -E 'Failed smoke-test|\[Failed\] Smoke-test' "$build/wp.log" || true
+    echo "FAIL: smoke test failed (contradictory precondition or dead code)"
+    status=1
+fi
+if [ "$WP_PROVED" != "$total" ]; then
+    echo "FAIL: not every goal is proved; unproved: $(unproved_goals "$log")"
+    status=1
+fi
+if [ "$status" != 0 ] || [ "${PC_SKIP_MUTANTS:-0}" = 1 ]; then
+    exit "$status"
+fi
+
+# ---- 2. mutants -----------------------------------------------------------
+# mutant NAME FUNCTION PROPERTIES SED-EXPRESSION
+#
+# Each mutant is generated from the real file at run time with sed, so it
+# cannot drift; the expression must change exactly one line, else the
+# pattern is stale and the script fails loudly.
+#
+# A mutant is rejected when WP leaves a goal unproved. To keep the run short
+# only the goals of the named properties of FUNCTION are tried (-wp-fct,
+# -wp-prop: the properties the bug breaks, plus any assertion they rest on),
+# with all three provers racing on each goal (same verdict as the cascade:
+# a goal counts as proved if any prover proves it within the timeout). This
+# is conservative: a goal unproved here is unproved in a full run too, and a
+# property name that no longer exists selects nothing, which is an error.
+mdir="$build/mutants"
+rm -rf "$mdir"
+mkdir -p "$mdir"
+survivors=0
+mutant() {
+    local name="$1" fct="$2" props="$3" expr="$4"
+    local file="$mdir/$name.c" mlog="$mdir/$name.log"
+    sed -e "$expr" "$src" >"$file"
+    local changed
+    changed="$(diff "$src" "$file" | grep -c '^>' || true)"
+    if [ "$changed" != 1 ]; then
+        echo "verify.sh: mutant $name: sed pattern changed $changed lines (expected 1); update verify.sh" >&2
+        exit 2
+    fi
+    local t0 t1
+    t0=$(date +%s)
+    fc "$file" -wp -wp-rte -wp-no-pruning -wp-par 3 -wp-timeout "$mutant_timeout" \
+        -wp-prover cvc4,cvc5,z3 -wp-fct "$fct" -wp-prop "$props" >"$mlog" 2>&1 \
+        || { echo "verify.sh: frama-c failed, see $mlog" >&2; tail -20 "$mlog" >&2; exit 2; }
+    t1=$(date +%s)
+    wp_counts "$mlog"
+    if [ "$WP_PROVED" = "$WP_TOTAL" ]; then
+        echo "mutant $name: SURVIVED ($WP_PROVED/$WP_TOTAL proved) -- the contract misses this bug"
+        survivors=$((survivors + 1))
+    else
+        echo "mutant $name: rejected ($WP_PROVED/$WP_TOTAL proved)"
+        echo "    unproved: $(unproved_goals "$mlog")[$((t1 - t0)) s]"
+    fi
+}
+
+# stride_search: anchor one block to the right (window one block short).
+mutant anchor_off_by_one stride_search rightmost \
+    's#start = end - need;#start = end - need + 1;#'
+# stride_search: after a miss at j, keep windows ending at j + 1 (they hold
+# the miss).
+mutant jump_bound_plus_one stride_search known_cached \
+    's#        bound = j;#        bound = j + 1;#'
+# stride_search: forget that [start, j) was seen cached: still finds the
+# right window, but probes blocks twice; caught by the invariants the probe
+# bound rests on (known_lo <= bound).
+mutant jump_known_lo_end stride_search ranges,probes_once \
+    's#        known_lo = start;#        known_lo = end;#'
+# stride_search: drop the alignment gate (consider every end).
+mutant stride_no_gate stride_search rightmost \
+    's#int64_t end = last_aligned_end(bound, period, eagle);#int64_t end = bound;#'
+# stride_search: a read that is not counted as a probe.
+mutant stride_probe_uncounted stride_search probes_counted \
+    '/^int64_t PC_NAME(stride_search)(/,/^}/ s#            \*probes += 1;#            *probes += 0;#'
+# prefix_fallback: look at need blocks instead of need - 1.
+mutant prefix_limit_need prefix_fallback formula \
+    's#int64_t limit = need - 1 < n ? need - 1 : n;#int64_t limit = need < n ? need : n;#'
+# prefix_fallback: forget the EAGLE drop.
+mutant prefix_no_eagle_pop prefix_fallback formula,formula_step \
+    's#        length = realign(length - 1, period);#        length = realign(length, period);#'
+# find_hit: need = 0 (sliding window of 0 or 1 token) not clamped: the
+# search would never end; stride_search's precondition need >= 1 fails.
+mutant need_zero_not_clamped find_hit need_pos \
+    's#    if (need < 1) {#    if (need < 0) {#'
+# find_hit: wrong EAGLE length (no block dropped).
+mutant eagle_length find_hit eagle_length \
+    's#        out->length = end - eagle;#        out->length = end;#'
+# find_hit: first real block off by one.
+mutant first_real_off_by_one find_hit rightmost \
+    's#        out->first_real = end - need;#        out->first_real = end - need + 1;#'
+# legacy_scan: drop vLLM's alignment gate.
+mutant legacy_no_gate legacy_scan rightmost,run_aligned \
+    's#if (num_contiguous_blocks == 0 \&\& !aligned_end(i + 1, period, eagle)) {#if (0) {#'
+# legacy_scan: stop one block late (run > need).
+mutant legacy_run_too_long legacy_scan run_short,rightmost \
+    's#if (num_contiguous_blocks >= need) {#if (num_contiguous_blocks > need) {#'
+# legacy_scan: EAGLE pop skipped when one block is left.
+mutant legacy_eagle_pop legacy_scan eagle_length \
+    '/^void legacy_scan(/,/^}/ s#    if (eagle \&\& length > 0) {#    if (eagle \&\& length > 1) {#'
+
+end=$(date +%s)
+echo "verify.sh: total $((end - start)) s"
+if [ "$survivors" != 0 ]; then
+    echo "FAIL: $survivors mutant(s) fully proved"
+    exit 1
+fi
+echo "OK: prefix_cache.c fully proved, every mutant rejected"
