@@ -21,7 +21,13 @@ pytest.importorskip("vllm")
 from conftest import CASE_COUNTS  # noqa: E402
 from masks import random_alignment, random_mask, random_window  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
-from vllm_support import build_planted_cache, make_spec, split_mask_across_groups  # noqa: E402
+from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
+    ORIGINAL_LOOKUP,
+    build_planted_cache,
+    make_spec,
+    split_mask_across_groups,
+    unpatched,
+)
 
 import vllm_adapter  # noqa: E402
 from extracted_c import native  # noqa: E402
@@ -31,18 +37,9 @@ from vllm_adapter import Mode, patch  # noqa: E402
 ADAPTER_CASES = int(os.environ.get("PREFIX_CACHE_ADAPTER_CASES", "100000"))
 LOOKUPS_PER_POOL = 200
 
-# vLLM's own method, taken before anything is patched.
-ORIGINAL = SlidingWindowManager.__dict__["find_longest_cache_hit"]
-
-
-@pytest.fixture(autouse=True)
-def unpatched():
-    """Every test starts and ends with vLLM's own method in place."""
-    vllm_adapter.uninstall()
-    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
-    yield
-    vllm_adapter.uninstall()
-    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+# vLLM's own method, taken before anything is patched; ``unpatched`` is an
+# autouse fixture that keeps it in place around every test.
+ORIGINAL = ORIGINAL_LOOKUP
 
 
 def _vllm(*args, **kwargs):

@@ -73,7 +73,9 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     SlidingWindowSpec,
 )
 from vllm.v1.request import Request  # noqa: E402
-from vllm_support import (  # noqa: E402
+from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
+    ORIGINAL_LOOKUP,
+    unpatched,
     coarse_block_hashes,
     make_block_hashes,
     split_mask_across_groups,
@@ -85,18 +87,9 @@ from extracted_c import native  # noqa: E402
 CASES = int(os.environ.get("PREFIX_CACHE_COORDINATOR_CASES", "3000"))
 COUNT_KEY = "coordinators (with vs without plugin)"
 
-# vLLM's own method, taken before anything is patched.
-ORIGINAL = SlidingWindowManager.__dict__["find_longest_cache_hit"]
-
-
-@pytest.fixture(autouse=True)
-def unpatched():
-    """Every test starts and ends with vLLM's own method in place."""
-    vllm_adapter.uninstall()
-    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
-    yield
-    vllm_adapter.uninstall()
-    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+# vLLM's own method, taken before anything is patched; ``unpatched`` is an
+# autouse fixture that keeps it in place around every test.
+ORIGINAL = ORIGINAL_LOOKUP
 
 
 @pytest.fixture(params=["default", "python"])

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import pytest
 import torch
 
 from pyspec import HitResult
@@ -39,7 +40,23 @@ from vllm.v1.core.kv_cache_utils import (
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
+import vllm_adapter
+
 HASH_BYTES = 32
+
+# vLLM's own method, taken before anything can patch it.
+ORIGINAL_LOOKUP = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+
+
+@pytest.fixture(autouse=True)
+def unpatched() -> Iterator[None]:
+    """Every test starts and ends with vLLM's own method in place
+    (autouse in each test module that imports it)."""
+    vllm_adapter.uninstall()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL_LOOKUP
+    yield
+    vllm_adapter.uninstall()
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL_LOOKUP
 
 GroupMasks = Mapping[int, Sequence[bool]]
 
@@ -259,11 +276,11 @@ def vllm_find_longest_cache_hit(
     alignment_tokens: int,
     block_hashes: Sequence[BlockHash] | None = None,
 ) -> tuple[tuple[list[KVCacheBlock], ...], int]:
-    """Call the real ``SlidingWindowManager.find_longest_cache_hit``
-    classmethod on ``cache``'s pool, with ``cache.block_hashes`` unless
+    """Call vLLM's own ``SlidingWindowManager.find_longest_cache_hit``
+    classmethod (never a patched one) on ``cache``'s pool, with ``cache.block_hashes`` unless
     ``block_hashes`` (e.g. finer hashes whose block-size view was planted)
     is given."""
-    return SlidingWindowManager.find_longest_cache_hit(
+    return ORIGINAL_LOOKUP.__get__(None, SlidingWindowManager)(
         block_hashes=list(cache.block_hashes if block_hashes is None else block_hashes),
         max_length=max_length,
         kv_cache_group_ids=list(group_ids),
