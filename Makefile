@@ -103,11 +103,11 @@ proofs: lint-lean
 # ---- benchmarks --------------------------------------------------------------
 bench: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
-	$(PY) benchmarks/bench_vllm.py
+	SWA_PREFIX_CACHE_CORE=native $(PY) benchmarks/bench_vllm.py
 
 bench-quick: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
-	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
+	$(TEST_ENV) SWA_PREFIX_CACHE_CORE=native $(PY) benchmarks/bench_vllm.py --quick
 
 # ---- everything CI checks ----------------------------------------------------
 check: setup verify-c test ffi-test-asan vllm-upstream-tests proofs bench-quick

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from conftest import CASE_COUNTS  # noqa: E402
+from conftest import CASE_COUNTS, require_native  # noqa: E402
 from masks import random_alignment, random_mask, random_window  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
@@ -85,16 +85,23 @@ def _random_lookups(rng: random.Random, cases: int) -> int:
     return done
 
 
-def test_differential_against_vllm() -> None:
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_differential_against_vllm(core: str, monkeypatch) -> None:
+    """Both cores against vLLM; the default core gets the full count."""
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, core)
+    if core == "native":
+        require_native()
     assert vllm_adapter.install(Mode.ON)
-    assert vllm_adapter.status()["backend"] == ("native" if native.is_available() else "python")
+    assert vllm_adapter.status()["backend"] == core
     calls_before = vllm_adapter.stats().calls
-    done = _random_lookups(random.Random(20261129), ADAPTER_CASES)
+    cases = ADAPTER_CASES if core == vllm_adapter.Core.PYTHON.value else ADAPTER_CASES // 5
+    done = _random_lookups(random.Random(20261129), cases)
     assert vllm_adapter.stats().calls - calls_before == done
     CASE_COUNTS[f"adapter vs vLLM ({vllm_adapter.status()['backend']} core)"] += done
 
 
 def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> None:
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setenv(native.LIB_ENV, str(tmp_path / "missing.so"))
     with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
@@ -124,6 +131,10 @@ def test_mode_off_and_bad_mode(monkeypatch) -> None:
     assert "SWA_PREFIX_CACHE_MODE" in vllm_adapter.status()["reason"]
     with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_MODE"):
         vllm_adapter.read_mode()
+    monkeypatch.setenv(vllm_adapter.MODE_ENV, "on")
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "fortran")
+    assert not vllm_adapter.install()
+    assert "SWA_PREFIX_CACHE_CORE" in vllm_adapter.status()["reason"]
 
 
 def test_install_is_idempotent_and_uninstall_restores() -> None:
@@ -234,6 +245,7 @@ def test_native_without_probe_symbol_uses_python(monkeypatch) -> None:
         def __getattr__(self, name):
             raise AttributeError(name)
 
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
     monkeypatch.setattr(native, "_lib", NoProbe())
     assert vllm_adapter.install(Mode.ON)
     assert vllm_adapter.status()["backend"] == "python"

@@ -92,14 +92,11 @@ COUNT_KEY = "coordinators (with vs without plugin)"
 ORIGINAL = ORIGINAL_LOOKUP
 
 
-@pytest.fixture(params=["default", "python"])
+@pytest.fixture(params=["python", "native"])
 def backend(request, monkeypatch) -> str:
-    """``default``: whatever ``install()`` picks (the native core when the
-    library loads, as in production); ``python``: the pure-Python search,
-    forced by hiding the library."""
-    if request.param == "python":
-        monkeypatch.setattr(native, "_lib", None)
-        monkeypatch.setenv(native.LIB_ENV, "/nonexistent/libprefix_cache.so")
+    """The core ``install()`` is asked for (``SWA_PREFIX_CACHE_CORE``);
+    ``native`` falls back to Python only when the library is missing."""
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, request.param)
     return request.param
 
 
@@ -403,7 +400,7 @@ def test_random_coordinators_same_with_and_without_plugin(backend) -> None:
     assert kinds == {"unitary", "hybrid"}
     assert HITS[0] - hits_before > done // 5, "the workload should hit often"
     assert vllm_adapter.status()["backend"] == (
-        "python" if backend == "python" else ("native" if native.is_available() else "python")
+        "native" if backend == "native" and native.is_available() else "python"
     )
     CASE_COUNTS[COUNT_KEY] += done
 

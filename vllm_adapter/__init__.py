@@ -5,12 +5,15 @@ Loaded by vLLM as a general plugin (entry point ``vllm.general_plugins``
 import vLLM; ``install()`` does.
 """
 
-from vllm_adapter.config import MODE_ENV, Mode, read_mode
+from vllm_adapter.config import CORE_ENV, MODE_ENV, Core, Mode, read_core, read_mode
 from vllm_adapter.patch import install, is_installed, stats, status, uninstall
 
 __all__ = [
+    "CORE_ENV",
+    "Core",
     "MODE_ENV",
     "Mode",
+    "read_core",
     "install",
     "is_installed",
     "read_mode",

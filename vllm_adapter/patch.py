@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_adapter.config import Mode, read_mode
+from vllm_adapter.config import Core, Mode, read_core, read_mode
 
 logger = logging.getLogger("vllm_adapter")
 
@@ -43,9 +43,12 @@ _state = _State()
 
 
 def _choose_search() -> tuple[Any, str]:
-    """The native core when it loads, else the pure-Python stride search."""
+    """The core ``SWA_PREFIX_CACHE_CORE`` asks for; Python when the native
+    library is asked for but cannot be loaded (said once in the log)."""
     from vllm_adapter.swa_lookup import native_search, python_search
 
+    if read_core() is Core.PYTHON:
+        return python_search, "python"
     try:
         from extracted_c import native
 
@@ -71,6 +74,7 @@ def install(mode: Mode | None = None) -> bool:
             return True
         try:
             mode = read_mode() if mode is None else mode
+            read_core()
         except ValueError as exc:
             _state.reason = str(exc)
             logger.error("swa-prefix-cache: %s; vLLM left unpatched", exc)
