@@ -55,6 +55,16 @@ def _assert_same(ours, theirs, context) -> None:
         assert all(a is b for a, b in zip(mine, vllms)), context
 
 
+def _all_cached_lookup() -> dict:
+    """Arguments of one small lookup whose answer is a full 8-block hit."""
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    return dict(
+        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
+        drop_eagle_block=False, alignment_tokens=4,
+    )
+
+
 def _random_lookups(rng: random.Random, cases: int) -> int:
     """Run ``cases`` lookups on fresh pools; return the number compared."""
     done = 0
@@ -154,12 +164,7 @@ def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, c
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (wrong_search, "injected"))
     assert vllm_adapter.install(Mode.SHADOW)
-    cache = build_planted_cache({0: [True] * 8}, 4)
-    args = dict(
-        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
-        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
-        drop_eagle_block=False, alignment_tokens=4,
-    )
+    args = _all_cached_lookup()
     before = vllm_adapter.stats().shadow_mismatches
     with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
         got = SlidingWindowManager.find_longest_cache_hit(**args)
@@ -224,12 +229,7 @@ def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (broken_search, "injected"))
     assert vllm_adapter.install(Mode.ON)
-    cache = build_planted_cache({0: [True] * 8}, 4)
-    args = dict(
-        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
-        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9),
-        drop_eagle_block=False, alignment_tokens=4,
-    )
+    args = _all_cached_lookup()
     errors = vllm_adapter.stats().errors
     with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
         for _ in range(3):

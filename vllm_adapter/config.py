@@ -1,7 +1,8 @@
-"""The adapter's one setting, read from the environment (no vLLM import)."""
+"""The adapter's settings, read from the environment (no vLLM import)."""
 
 import enum
 import os
+from typing import TypeVar
 
 MODE_ENV = "SWA_PREFIX_CACHE_MODE"
 CORE_ENV = "SWA_PREFIX_CACHE_CORE"
@@ -18,18 +19,8 @@ class Mode(enum.Enum):
 
 
 def read_mode(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Mode:
-    """The mode from ``SWA_PREFIX_CACHE_MODE`` (default ``on``).
-
-    An unknown value raises ``ValueError`` naming the variable: a typo must
-    not silently change what serves production traffic.
-    """
-    env = os.environ if environ is None else environ
-    raw = env.get(MODE_ENV, Mode.ON.value).strip().lower()
-    try:
-        return Mode(raw)
-    except ValueError:
-        allowed = ", ".join(m.value for m in Mode)
-        raise ValueError(f"{MODE_ENV} must be one of {allowed}, got {raw!r}") from None
+    """The mode from ``SWA_PREFIX_CACHE_MODE`` (default ``on``)."""
+    return _read_choice(MODE_ENV, Mode, Mode.ON, environ)
 
 
 class Core(enum.Enum):
@@ -50,10 +41,25 @@ class Core(enum.Enum):
 
 def read_core(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Core:
     """The core from ``SWA_PREFIX_CACHE_CORE`` (default ``python``)."""
+    return _read_choice(CORE_ENV, Core, Core.PYTHON, environ)
+
+
+Choice = TypeVar("Choice", Mode, Core)
+
+
+def _read_choice(
+    name: str,
+    choices: type[Choice],
+    default: Choice,
+    environ: "os._Environ[str] | dict[str, str] | None",
+) -> Choice:
+    """Read one enum-valued variable. An unknown value raises ``ValueError``
+    naming the variable: a typo must not silently change what serves
+    production traffic."""
     env = os.environ if environ is None else environ
-    raw = env.get(CORE_ENV, Core.PYTHON.value).strip().lower()
+    raw = env.get(name, default.value).strip().lower()
     try:
-        return Core(raw)
+        return choices(raw)
     except ValueError:
-        allowed = ", ".join(c.value for c in Core)
-        raise ValueError(f"{CORE_ENV} must be one of {allowed}, got {raw!r}") from None
+        allowed = ", ".join(c.value for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}, got {raw!r}") from None
