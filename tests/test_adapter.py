@@ -31,7 +31,6 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
 
 import vllm_adapter  # noqa: E402
 from extracted_c import native  # noqa: E402
-from pyspec import HitResult  # noqa: E402
 from vllm_adapter import Mode, patch  # noqa: E402
 
 ADAPTER_CASES = int(os.environ.get("PREFIX_CACHE_ADAPTER_CASES", "100000"))
@@ -123,12 +122,13 @@ def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> N
 
 
 def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(vllm_adapter.fingerprint, "KNOWN_FINGERPRINTS", {"0.33.0": "0" * 64})
+    version = vllm_adapter.fingerprint.installed_version()
+    monkeypatch.setattr(vllm_adapter.fingerprint, "KNOWN_FINGERPRINTS", {version: "0" * 64})
     with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
         assert not vllm_adapter.install(Mode.ON)
     assert not vllm_adapter.is_installed()
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
-    assert "unknown vLLM build 0.33.0" in caplog.text
+    assert f"unknown vLLM build {version}" in caplog.text
     assert len([r for r in caplog.records if "unpatched" in r.getMessage()]) == 1
 
 
@@ -158,9 +158,9 @@ def test_install_is_idempotent_and_uninstall_restores() -> None:
 
 
 def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, caplog) -> None:
-    def wrong_search(cached, n, need, period, eagle):
+    def wrong_search(cached, params):
         cached[0]
-        return HitResult(length=0, first_real=0)  # claims "no hit", always
+        return 0, 0  # claims "no hit" (length, first_real), always
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (wrong_search, "injected"))
     assert vllm_adapter.install(Mode.SHADOW)
@@ -224,7 +224,7 @@ def test_vllm_loads_the_plugin_through_its_entry_point(monkeypatch) -> None:
 
 
 def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
-    def broken_search(cached, n, need, period, eagle):
+    def broken_search(cached, params):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(patch, "_choose_search", lambda: (broken_search, "injected"))

