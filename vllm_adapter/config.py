@@ -44,7 +44,25 @@ def read_core(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Cor
     return _read_choice(CORE_ENV, Core, Core.PYTHON, environ)
 
 
-Choice = TypeVar("Choice", Mode, Core)
+OFFLOAD_FILTER_ENV = "SWA_PREFIX_CACHE_OFFLOAD_FILTER"
+
+
+class OffloadFilter(enum.Enum):
+    """Which store filter decides the sliding-window chunks the KV-offload
+    connector stores. ``off`` (default): vLLM's own. ``corrected``: the
+    chunks the offload lookup reads for every promised hit
+    (vllm_adapter/offload_filter.py; independent of ``SWA_PREFIX_CACHE_MODE``)."""
+
+    OFF = "off"
+    CORRECTED = "corrected"
+
+
+def read_offload_filter(environ: "os._Environ[str] | dict[str, str] | None" = None) -> OffloadFilter:
+    """The filter from ``SWA_PREFIX_CACHE_OFFLOAD_FILTER`` (default ``off``)."""
+    return _read_choice(OFFLOAD_FILTER_ENV, OffloadFilter, OffloadFilter.OFF, environ)
+
+
+Choice = TypeVar("Choice", Mode, Core, OffloadFilter)
 
 
 def _read_choice(

@@ -1,0 +1,231 @@
+"""Opt-in: the corrected KV-offload store filter for sliding-window groups.
+
+vLLM 0.33.0's offloading connector decides which sliding-window chunks to
+store with ``OffloadingConnectorScheduler._reachable_store_block_mask`` (the
+local cache's ``reachable_block_mask`` at the full-attention chunk
+alignment). Its own lookup then asks for runs the store did not keep, so
+hits are lost (docs/store-lookup-agreement.md, O1..O5; the issue's case:
+``W = 129``, block 16, full-attention chunk 256, prompt 2,000: 0 tokens
+instead of 1,792).
+
+With ``SWA_PREFIX_CACHE_OFFLOAD_FILTER=corrected`` the plugin replaces that
+one method with ``pyspec.offload.offload_store_chunks``: keep every chunk
+the all-stored offload lookup reads for a promised hit (the offload variant
+of ``pyspec.reachable.correct_mask``). Default ``off``: vLLM's own filter.
+
+The patch applies only to a vLLM whose offload sources hash to a known
+fingerprint (``fingerprint.OFFLOAD_FINGERPRINTS``), independently of the
+lookup patch; any other build keeps vLLM's filter, said once in the log.
+Inside the method, a configuration the model does not cover (Mamba or
+chunked-local groups, DCP > 1, partial-tail offloading, a group that is
+neither full attention nor ``SlidingWindowSpec``) is handed to vLLM's own
+method, said once in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_adapter.config import OffloadFilter, read_offload_filter
+
+logger = logging.getLogger("vllm_adapter")
+
+_lock = threading.Lock()
+
+METHOD = "_reachable_store_block_mask"
+
+
+@dataclass
+class _State:
+    installed: bool = False
+    setting: OffloadFilter | None = None
+    original: Any = None  # the function found on the class
+    reason: str = ""
+    calls: int = 0
+    fallbacks: int = 0
+    fallback_reason: str = ""
+
+
+_state = _State()
+
+
+def install() -> bool:
+    """Replace vLLM's offload store filter when the setting asks for it and
+    the build is known. Idempotent; never raises."""
+    with _lock:
+        if _state.installed:
+            return True
+        try:
+            setting = read_offload_filter()
+        except ValueError as exc:
+            _state.reason = str(exc)
+            logger.error("swa-prefix-cache: %s; vLLM's offload store filter kept", exc)
+            return False
+        _state.setting = setting
+        if setting is OffloadFilter.OFF:
+            _state.reason = "setting off"
+            return False
+        from vllm_adapter import fingerprint
+
+        try:
+            known, version, digest = fingerprint.check_offload_installed()
+        except Exception as exc:  # offloading missing or reshaped
+            _state.reason = f"cannot fingerprint vLLM's offload scheduler: {exc!r}"
+            logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
+            return False
+        if not known:
+            _state.reason = f"unknown vLLM offload scheduler {version} (fingerprint {digest[:16]})"
+            logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
+            return False
+        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+            OffloadingConnectorScheduler,
+        )
+
+        original = OffloadingConnectorScheduler.__dict__[METHOD]
+        setattr(OffloadingConnectorScheduler, METHOD, _make_mask(original))
+        _state.installed, _state.original, _state.reason = True, original, ""
+        logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s", version)
+        return True
+
+
+def uninstall() -> None:
+    """Put vLLM's own method back. Safe to call when not installed."""
+    with _lock:
+        if not _state.installed:
+            return
+        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+            OffloadingConnectorScheduler,
+        )
+
+        setattr(OffloadingConnectorScheduler, METHOD, _state.original)
+        _state.installed, _state.original = False, None
+
+
+def is_installed() -> bool:
+    return _state.installed
+
+
+def status() -> dict[str, Any]:
+    return {
+        "installed": _state.installed,
+        "setting": _state.setting.value if _state.setting else None,
+        "reason": _state.reason,
+        "calls": _state.calls,
+        "fallbacks": _state.fallbacks,
+        "fallback_reason": _state.fallback_reason,
+    }
+
+
+def offload_groups(scheduler: Any) -> tuple[Any, ...] | str:
+    """The scheduler's groups as ``pyspec.offload.OffloadGroup``s, or why the
+    model does not cover this configuration."""
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    from pyspec.offload import OffloadGroup
+
+    config = scheduler.config
+    if config.dcp_world_size != 1:
+        return "decode context parallelism"
+    if config.supports_partial_tail:
+        return "partial-tail offloading"
+    if getattr(scheduler, "_mamba_align_size", None) is not None:
+        return "Mamba alignment"
+    groups = []
+    for gc in config.kv_group_configs:
+        spec = gc.kv_cache_spec
+        if gc.requires_cow_source:
+            return "a group stored from a copy-on-write source"
+        if gc.sliding_window_size_in_chunks is None:
+            groups.append(OffloadGroup(gc.tokens_per_chunk, None, 0, gc.is_eagle_group))
+        elif isinstance(spec, SlidingWindowSpec):
+            reach = spec.sliding_window - 1 + spec.extra_retained_tokens
+            groups.append(
+                OffloadGroup(gc.tokens_per_chunk, gc.sliding_window_size_in_chunks, reach, gc.is_eagle_group)
+            )
+        else:
+            return f"a {type(spec).__name__} group"
+    return tuple(groups)
+
+
+def corrected_block_mask(
+    scheduler: Any,
+    group_config: Any,
+    start_chunk_idx: int,
+    end_chunk_idx: int,
+    reachable_boundaries: tuple[int, ...],
+) -> list[bool] | None | str:
+    """The corrected mask for ``[start_chunk_idx, end_chunk_idx)`` of
+    ``group_config``, in vLLM's block coordinates (a chunk is stored when
+    any of its blocks is marked; a marked null block makes vLLM skip the
+    chunk, so only blocks a hit's window needs are marked), or why the
+    model does not cover it."""
+    from pyspec.offload import offload_store_chunks
+
+    groups = offload_groups(scheduler)
+    if isinstance(groups, str):
+        return groups
+    configs = scheduler.config.kv_group_configs
+    target = next(i for i, gc in enumerate(configs) if gc is group_config)
+    need = offload_store_chunks(
+        groups,
+        target,
+        start_chunk_idx,
+        end_chunk_idx,
+        scheduler.config.alignment_tokens,
+        scheduler.config.retention_interval,
+        reachable_boundaries,
+    )
+    if need is None:
+        return None
+    bpc = scheduler.config.blocks_per_chunk
+    bs = group_config.tokens_per_block
+    base = start_chunk_idx * bpc
+    mask = [False] * ((end_chunk_idx - start_chunk_idx) * bpc)
+    for chunk, first_token in need:
+        for block in range(max(first_token // bs, chunk * bpc), (chunk + 1) * bpc):
+            mask[block - base] = True
+    return mask
+
+
+def _make_mask(original: Any) -> Any:
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    def _reachable_store_block_mask(
+        self: Any,
+        group_config: Any,
+        start_chunk_idx: int,
+        end_chunk_idx: int,
+        final_segment_end_chunk_idx: int | None,
+        reachable_boundaries: tuple[int, ...],
+    ) -> list[bool] | None:
+        def vllm_own() -> list[bool] | None:
+            return original(
+                self, group_config, start_chunk_idx, end_chunk_idx,
+                final_segment_end_chunk_idx, reachable_boundaries,
+            )
+
+        if not isinstance(group_config.kv_cache_spec, SlidingWindowSpec):
+            return vllm_own()
+        _state.calls += 1
+        result = corrected_block_mask(
+            self, group_config, start_chunk_idx, end_chunk_idx, reachable_boundaries
+        )
+        if isinstance(result, str):
+            _state.fallbacks += 1
+            if _state.fallbacks == 1:
+                _state.fallback_reason = result
+                logger.warning(
+                    "swa-prefix-cache: corrected offload store filter does not "
+                    "model %s; vLLM's own filter used (logged once)", result,
+                )
+            return vllm_own()
+        return result
+
+    _reachable_store_block_mask.__doc__ = (
+        "Corrected KV-offload store filter (swa-prefix-cache, "
+        "pyspec.offload.offload_store_chunks)."
+    )
+    return _reachable_store_block_mask
