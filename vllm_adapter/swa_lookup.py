@@ -6,27 +6,47 @@ for exactly the blocks the core asks about, and builds vLLM's output lists
 once the hit is known. Inputs outside what the core models (other spec
 types, DCP/PCP, no groups, too few hashes) go to vLLM's own method, so its
 own errors and asserts are raised unchanged.
+
+This is vLLM's hot path, so the per-call work is kept to what the answer
+needs (see README, "The hot path"): the search parameters are validated
+once per shape and cached, and a probe of vLLM's own ``BlockPool`` reads
+its hash map directly, the way ``BlockPool.get_cached_block`` does, when
+the sources of that read match a known vLLM build
+(``fingerprint.check_pool_read``); any other pool is probed through its own
+``get_cached_block``.
 """
 
-import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from pyspec import HitResult, SearchParams
+from pyspec import SearchParams
 from pyspec.params import alignment_period, contiguous_blocks_for_hit
+from pyspec.search import prefix_fallback, stride_search
 
-# search(cached, n, need, period, eagle) -> HitResult, where reading
-# cached[i] probes the BlockPool for block i. ``need`` is vLLM's raw value
-# (may be <= 0 for windows of 0 or 1 token).
-Search = Callable[[Sequence[bool], int, int, int, bool], HitResult]
+# search(cached, params) -> (length, first_real) of vLLM's hit, where reading
+# cached[i] probes the BlockPool for block i (see pyspec.HitResult for what
+# the two numbers mean).
+Search = Callable[[Sequence[bool], SearchParams], tuple[int, int]]
+
+# Cached SearchParams per (n, block_size, sliding_window, alignment, eagle);
+# emptied when it grows past this (a model has one shape, so this only
+# bounds the number of distinct prompt lengths remembered).
+_PARAMS_CACHE_LIMIT = 8192
+
+
+class Counter(Protocol):
+    """What the lookup counts its calls on (patch.Stats)."""
+
+    calls: int
 
 
 class PoolMask(Sequence[bool]):
-    """The cached-block mask of one lookup, probed lazily.
+    """The cached-block mask of one lookup, probed lazily through the pool's
+    own ``get_cached_block`` (any pool, any number of groups).
 
-    Reading ``self[i]`` is one ``BlockPool.get_cached_block`` call (vLLM's
-    own probe, all groups at once); the blocks it returns are kept so the
-    output lists can be built from exactly what vLLM would have read.
+    Reading ``self[i]`` is one ``get_cached_block`` call (vLLM's own probe,
+    all groups at once); the blocks it returns are kept in ``found`` so the
+    output lists are built from exactly what vLLM would have read.
     """
 
     __slots__ = ("_n", "_hashes", "_group_ids", "_get", "found")
@@ -49,48 +69,215 @@ class PoolMask(Sequence[bool]):
         return False
 
 
-def python_search(
-    cached: Sequence[bool], n: int, need: int, period: int, eagle: bool
-) -> HitResult:
-    """pyspec's stride search; used when the native library is unavailable."""
-    from pyspec import find_hit
+class OneGroupMask(Sequence[bool]):
+    """The mask of a one-group lookup on vLLM's own ``BlockPool``, read the
+    way ``BlockPool.get_cached_block`` reads it, without its calls.
 
-    params = SearchParams(n=n, need=max(need, 1), period=period, eagle=eagle)
-    return find_hit(cached, params)
+    vLLM 0.33.0's probe for one group is ``get_one_block(hash + suffix)``
+    with ``suffix = group_id.to_bytes(4, "big")``: a dict read that answers
+    the one block stored under the key. Here that dict read is made inline.
+    Anything else under the key (several blocks, an unexpected type) is
+    handed to vLLM's own ``get_one_block``, and the truth test of its answer
+    is vLLM's (``if not block``). ``found[i]`` is the block itself.
+    """
+
+    __slots__ = ("_n", "_hashes", "_suffix", "_read", "_hash_map", "_block_type", "found")
+
+    def __init__(
+        self, n: int, hashes: Any, suffix: bytes, hash_map: Any, block_type: type
+    ) -> None:
+        self._n = n
+        self._hashes = hashes
+        self._suffix = suffix
+        self._read = hash_map._cache.get
+        self._hash_map = hash_map
+        self._block_type = block_type
+        self.found: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+        key = self._hashes[i] + self._suffix
+        block = self._read(key)
+        if block is None:
+            return False
+        if type(block) is not self._block_type:
+            block = self._hash_map.get_one_block(key)
+            if not block:
+                return False
+        self.found[i] = block
+        return True
 
 
-def native_search(
-    cached: Sequence[bool], n: int, need: int, period: int, eagle: bool
-) -> HitResult:
-    """The verified C core, calling back into ``cached[i]`` for each probe."""
+class GroupsMask(Sequence[bool]):
+    """``OneGroupMask`` for several groups: a block is cached when every
+    group has it, checked in vLLM's order (stop at the first miss).
+    ``found[i]`` is the list of blocks, one per group, as vLLM builds it."""
+
+    __slots__ = ("_n", "_hashes", "_suffixes", "_read", "_hash_map", "_block_type", "found")
+
+    def __init__(
+        self, n: int, hashes: Any, suffixes: list[bytes], hash_map: Any, block_type: type
+    ) -> None:
+        self._n = n
+        self._hashes = hashes
+        self._suffixes = suffixes
+        self._read = hash_map._cache.get
+        self._hash_map = hash_map
+        self._block_type = block_type
+        self.found: dict[int, list[Any]] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+        block_hash = self._hashes[i]
+        blocks = []
+        for suffix in self._suffixes:
+            key = block_hash + suffix
+            block = self._read(key)
+            if block is None:
+                return False
+            if type(block) is not self._block_type:
+                block = self._hash_map.get_one_block(key)
+                if not block:
+                    return False
+            blocks.append(block)
+        self.found[i] = blocks
+        return True
+
+
+def python_search(cached: Sequence[bool], params: SearchParams) -> tuple[int, int]:
+    """pyspec's ``find_hit``, returning ``(length, first_real)``.
+
+    The same two verified calls composed the same way as ``pyspec.find_hit``
+    (tests/test_hot_path.py checks they agree on every small mask), without
+    building a ``HitResult`` per lookup (a frozen dataclass costs about as
+    much as two probes). The mask always has ``params.n`` entries here.
+    """
+    end = stride_search(cached, params)
+    if end is not None:
+        return end - int(params.eagle), end - params.need
+    return prefix_fallback(cached, params), 0
+
+
+def native_search(cached: Sequence[bool], params: SearchParams) -> tuple[int, int]:
+    """The verified C core, calling back into ``cached[i]`` for each probe
+    (opt-in: the callback costs more per probe than pyspec's loop, README
+    "The hot path")."""
     from extracted_c import native
 
-    return native.find_hit_probe(cached.__getitem__, n, need, period, eagle)
-
-
-@functools.lru_cache(maxsize=256)
-def _shape(sliding_window: int, block_size: int, alignment_tokens: int,
-           eagle: bool) -> tuple[int, int]:
-    """(vLLM's raw need, alignment period): fixed per model, so cached."""
-    return (
-        contiguous_blocks_for_hit(sliding_window, block_size, eagle),
-        alignment_period(block_size, alignment_tokens),
+    hit = native.find_hit_probe(
+        cached.__getitem__, params.n, params.need, params.period, params.eagle
     )
+    return hit.length, hit.first_real
+
+
+def group_suffix(group_id: object) -> bytes | None:
+    """``group_id.to_bytes(4, "big", signed=False)`` as vLLM appends it to a
+    block hash, or None when it is not a plain int in range (those lookups
+    are probed through ``get_cached_block``, which raises what vLLM
+    raises)."""
+    if type(group_id) is not int or not 0 <= group_id < 1 << 32:
+        return None
+    return group_id.to_bytes(4, "big", signed=False)
 
 
 def make_lookup(
     original: Callable[..., Any],
     search: Search,
     on_error: Callable[[BaseException], None],
+    counter: Counter,
+    pool_read: bool,
 ) -> Callable[..., Any]:
     """Build the replacement classmethod body around ``original``.
 
     If the search itself fails (a bug of ours, never an input vLLM rejects:
     those are sent to ``original`` up front), ``on_error`` is told and
     vLLM's own method answers, so serving never breaks because of us.
+    ``counter.calls`` counts every call. ``pool_read``: the installed
+    vLLM's pool read path matches the one ``OneGroupMask`` reproduces.
     """
+    from vllm.v1.core import block_pool as block_pool_module
     from vllm.v1.core.kv_cache_utils import resolve_block_hashes
     from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    pool_type = block_pool_module.BlockPool
+    map_type = block_pool_module.BlockHashToBlockMap
+    block_type = block_pool_module.KVCacheBlock
+    # What the inline read assumes of the classes, checked on every call so
+    # a later patch of vLLM's probe (a profiler, a test's counter) is seen.
+    probe_fn = pool_type.__dict__["get_cached_block"]
+    read_fn = map_type.__dict__["get_one_block"]
+    key_fn = block_pool_module.make_block_hash_with_group_id
+    # A stored block passes vLLM's ``if not block`` unless its class says
+    # otherwise; then every read goes through vLLM's own get_one_block.
+    if hasattr(block_type, "__bool__") or hasattr(block_type, "__len__"):
+        pool_read = False
+    params_cache: dict[tuple[int, int, int, int, bool], SearchParams] = {}
+    suffixes: dict[int, bytes] = {}
+
+    def search_params(
+        n: int, block_size: int, sliding_window: int, alignment_tokens: int, eagle: bool
+    ) -> SearchParams:
+        """Validated once per shape and length (SearchParams raises a
+        ValueError naming the argument), then reused."""
+        need = contiguous_blocks_for_hit(sliding_window, block_size, eagle)
+        params = SearchParams(
+            n=n, need=max(need, 1),
+            period=alignment_period(block_size, alignment_tokens), eagle=eagle,
+        )
+        if len(params_cache) >= _PARAMS_CACHE_LIMIT:
+            params_cache.clear()
+        params_cache[(n, block_size, sliding_window, alignment_tokens, eagle)] = params
+        return params
+
+    def suffix_of(group_id: object) -> bytes | None:
+        """``group_suffix``, remembered per group id."""
+        suffix = suffixes.get(group_id) if type(group_id) is int else None
+        if suffix is None:
+            suffix = group_suffix(group_id)
+            if suffix is not None:
+                suffixes[group_id] = suffix
+        return suffix
+
+    def fast_mask(
+        n: int, hashes: Any, group_ids: list[int], block_pool: Any
+    ) -> Sequence[bool] | None:
+        """A mask reading ``block_pool``'s hash map inline, or None when the
+        pool or the groups are not the ones that read reproduces."""
+        if (
+            type(block_pool) is not pool_type
+            or "get_cached_block" in block_pool.__dict__
+            or pool_type.get_cached_block is not probe_fn
+            or block_pool_module.make_block_hash_with_group_id is not key_fn
+        ):
+            return None
+        hash_map = block_pool.cached_block_hash_to_block
+        if (
+            type(hash_map) is not map_type
+            or "get_one_block" in hash_map.__dict__
+            or map_type.get_one_block is not read_fn
+            or type(hash_map._cache) is not dict
+        ):
+            return None
+        if len(group_ids) == 1:
+            group_id = group_ids[0]
+            # suffix_of, inline: this is the common case.
+            suffix = suffixes.get(group_id) if type(group_id) is int else None
+            if suffix is None:
+                suffix = suffix_of(group_id)
+                if suffix is None:
+                    return None
+            return OneGroupMask(n, hashes, suffix, hash_map, block_type)
+        group_suffixes = []
+        for group_id in group_ids:
+            suffix = suffix_of(group_id)
+            if suffix is None:
+                return None
+            group_suffixes.append(suffix)
+        return GroupsMask(n, hashes, group_suffixes, hash_map, block_type)
 
     def find_longest_cache_hit(
         cls: type,
@@ -104,18 +291,15 @@ def make_lookup(
         dcp_world_size: int = 1,
         pcp_world_size: int = 1,
     ) -> tuple[tuple[list[Any], ...], int]:
-        block_size = getattr(kv_cache_spec, "block_size", 0)
+        counter.calls += 1
         if (
             not isinstance(kv_cache_spec, SlidingWindowSpec)
             or dcp_world_size != 1
             or pcp_world_size != 1
             or not kv_cache_group_ids
             or type(max_length) is not int
-            or type(block_size) is not int
             or type(alignment_tokens) is not int
-            or type(kv_cache_spec.sliding_window) is not int
             or max_length < 0
-            or block_size < 1
             or alignment_tokens < 1
         ):
             # vLLM asserts or raises on these; let it say so in its own words.
@@ -124,13 +308,24 @@ def make_lookup(
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
-        hashes = resolve_block_hashes(
-            block_hashes,
-            block_pool.hash_block_size,
-            block_size,
-            supports_fine_grained_hash_lookup=cls.supports_fine_grained_hash_lookup,
-            alignment_tokens=alignment_tokens,
-        )
+        block_size = kv_cache_spec.block_size
+        sliding_window = kv_cache_spec.sliding_window
+        if type(block_size) is not int or type(sliding_window) is not int or block_size < 1:
+            return original(
+                block_hashes, max_length, kv_cache_group_ids, block_pool,
+                kv_cache_spec, drop_eagle_block, alignment_tokens,
+                dcp_world_size, pcp_world_size,
+            )
+        if block_size == block_pool.hash_block_size:
+            hashes = block_hashes  # resolve_block_hashes' first line: the same list
+        else:
+            hashes = resolve_block_hashes(
+                block_hashes,
+                block_pool.hash_block_size,
+                block_size,
+                supports_fine_grained_hash_lookup=cls.supports_fine_grained_hash_lookup,
+                alignment_tokens=alignment_tokens,
+            )
         n = max_length // block_size
         if len(hashes) < n:
             return original(
@@ -138,18 +333,27 @@ def make_lookup(
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
-        eagle = bool(drop_eagle_block)
-        need, period = _shape(kv_cache_spec.sliding_window, block_size, alignment_tokens, eagle)
-        cached = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
+        eagle = True if drop_eagle_block else False
+        params = params_cache.get((n, block_size, sliding_window, alignment_tokens, eagle))
+        if params is None:
+            params = search_params(n, block_size, sliding_window, alignment_tokens, eagle)
+        cached = fast_mask(n, hashes, kv_cache_group_ids, block_pool) if pool_read else None
+        if cached is None:
+            cached = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
         try:
-            hit = search(cached, n, need, period, eagle)
+            length, first_real = search(cached, params)
             null = block_pool.null_block
             found = cached.found
-            computed = tuple(
-                [null] * hit.first_real
-                + [found[i][g] for i in range(hit.first_real, hit.length)]
-                for g in range(len(kv_cache_group_ids))
-            )
+            if type(cached) is OneGroupMask:
+                blocks = [null] * first_real
+                if length > first_real:
+                    blocks += [found[i] for i in range(first_real, length)]
+                computed: tuple[list[Any], ...] = (blocks,)
+            else:
+                computed = tuple(
+                    [null] * first_real + [found[i][g] for i in range(first_real, length)]
+                    for g in range(len(kv_cache_group_ids))
+                )
         except Exception as exc:
             on_error(exc)
             return original(
@@ -157,6 +361,6 @@ def make_lookup(
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
-        return computed, hit.length * block_size
+        return computed, length * block_size
 
     return find_longest_cache_hit
