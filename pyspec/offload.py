@@ -189,9 +189,11 @@ def promised_queries(
     alignment_tokens: int,
     retention_interval: int | None,
     reachable_boundaries: Sequence[int],
+    anchors_only: bool = False,
 ) -> Iterator[Query]:
     """The promised queries whose shared prefix lies in ``[lo, hi)`` tokens
-    (named ones whatever their position; ``_reads_near`` picks the window).
+    (named ones whatever their position; with ``anchors_only``, the sparse
+    anchors in ``[lo, hi)`` and no named queries).
 
     * dense: every shared prefix on the grid of the chunk sizes (a lookup
       depends on the shared prefix only through ``shared // chunk``), plus
@@ -218,7 +220,9 @@ def promised_queries(
     if retention_interval > 0:
         span = 2 * alignment_tokens + eagle_drop + 3 * max(chunks)
         r = retention_interval
-        k = max(1, (lo - span) // r)
+        k = max(1, (lo if anchors_only else lo - span) // r)
+        if anchors_only and k * r < lo:
+            k += 1
         while k * r < hi:
             base = k * r
             for p in range(base, base + span + grid, grid):
@@ -256,9 +260,11 @@ def offload_store_chunks(
 ) -> list[tuple[int, int]] | None:
     """The corrected store filter for sliding-window group ``target``: for
     each chunk of ``[start_chunk, end_chunk)`` that some promised query's
-    all-stored lookup reads, ``(chunk, first token it must hold)`` (the
-    window of the latest hit that reads the chunk starts there; earlier
-    tokens of the chunk may be absent). ``None``: keep every chunk (no
+    all-stored lookup reads, ``(chunk, first token it must hold)``: the
+    first token of the chunk that the window of a hit reading it needs
+    (earlier tokens of the chunk may be absent), or the chunk's last token
+    when no hit needs its tokens (the scan only needs its key, e.g. the
+    first chunk of a widened window). ``None``: keep every chunk (no
     alignment, as vLLM).
 
     Local: a chunk's answer does not depend on ``start_chunk`` /
@@ -269,42 +275,156 @@ def offload_store_chunks(
     g = groups[target]
     assert g.window_chunks is not None
     c = g.chunk
+    runs = store_runs(groups, target, start_chunk, end_chunk, alignment_tokens, retention_interval, reachable_boundaries)
+    kept = _merge((max(a, start_chunk), min(e, end_chunk)) for a, e, _ in runs)
+    needed = _merge((max(t0, a * c), e * c) for a, e, t0 in runs)
+    out: list[tuple[int, int]] = []
+    j = 0
+    for lo, hi in kept:
+        for i in range(lo, hi):
+            while j < len(needed) and needed[j][1] <= i * c:
+                j += 1
+            if j < len(needed) and needed[j][0] < (i + 1) * c:
+                out.append((i, max(needed[j][0], i * c)))
+            else:
+                out.append((i, (i + 1) * c - 1))
+    return out
+
+
+def _merge(intervals: Iterator[tuple[int, int]] | list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted disjoint union of half-open intervals (empty ones dropped)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(x for x in intervals if x[0] < x[1]):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def store_runs(
+    groups: Sequence[OffloadGroup],
+    target: int,
+    start_chunk: int,
+    end_chunk: int,
+    alignment_tokens: int,
+    retention_interval: int | None,
+    reachable_boundaries: Sequence[int] = (),
+) -> set[tuple[int, int, int]]:
+    """The distinct runs ``(a, e, T0)`` of the target group read by the
+    all-stored lookup of a promised query (chunks ``[a, e)``; the hits it
+    serves need tokens from ``T0`` on), for every query whose reads can
+    meet ``[start_chunk, end_chunk)`` (and possibly a few more promised
+    ones: extra runs of promised queries are part of the answer anyway).
+
+    Same queries as ``promised_queries``; far from token 0 the union over
+    one period of shared prefixes (``_period``) is computed once and moved
+    (``_target_runs`` explains why moving is exact)."""
+    groups = tuple(groups)
+    c = groups[target].chunk
     chunks = [x.chunk for x in groups]
-    margin = g.reach + 3 * alignment_tokens + sum(x.chunk for x in groups if x.eagle) + 4 * max(chunks) + c
+    margin = groups[target].reach + 3 * alignment_tokens + sum(x.chunk for x in groups if x.eagle) + 4 * max(chunks) + c
     lo = max(0, start_chunk * c - 2 * max(chunks))
     hi = end_chunk * c + margin
-    need: dict[int, int] = {}
     r = retention_interval
-    for query in promised_queries(groups, lo, hi, alignment_tokens, r, reachable_boundaries):
-        for chunk, first_token in _target_reads(tuple(groups), target, query.shared, query.length, query.always, r):
-            if start_chunk <= chunk < end_chunk:
-                need[chunk] = min(need.get(chunk, first_token), first_token)
-    return sorted(need.items())
+    period, base = _period(groups)
+    runs: set[tuple[int, int, int]] = set()
+
+    def moved(found: frozenset[tuple[int, int, int]], shift: int) -> None:
+        d = shift // c
+        runs.update((a + d, e + d, t0 + shift) for a, e, t0 in found)
+
+    if r is None:
+        for k in range(lo // period, min(hi, base + period) // period):
+            runs.update(_promised_runs(groups, target, alignment_tokens, None, k * period, (k + 1) * period))
+        if hi > base + period:
+            one = _promised_runs(groups, target, alignment_tokens, None, base + period, base + 2 * period)
+            for k in range(max(0, (lo - base - period) // period), (hi - base - period) // period + 1):
+                moved(one, k * period)
+    elif r > 0:
+        cycle = math.lcm(r, period)
+        span = _anchor_span(groups, alignment_tokens)
+        for k in range(max(1, (lo - span) // r), (hi - 1) // r + 1):
+            anchor = k * r
+            m = max(0, (anchor - base - period) // cycle)
+            moved(_promised_runs(groups, target, alignment_tokens, r, anchor - m * cycle, anchor - m * cycle + 1), m * cycle)
+    named = (
+        Query(q.shared, q.length, True)
+        for q in promised_queries(groups, 0, 0, alignment_tokens, 0, reachable_boundaries)
+    )
+    for query in named:
+        hit, found = _target_runs(groups, target, query.shared, query.length)
+        if hit > 0:
+            runs.update(found)
+    return runs
+
+
+def _period(groups: tuple[OffloadGroup, ...]) -> tuple[int, int]:
+    """(P, base): a common multiple of the chunk sizes, and a multiple of it
+    past which no lookup of a shared prefix reaches chunk 0."""
+    period = math.lcm(*(x.chunk for x in groups))
+    reach = max(x.reach for x in groups) + 8 * max(x.chunk for x in groups) + sum(x.chunk for x in groups if x.eagle)
+    return period, period * (2 + reach // period)
+
+
+def _anchor_span(groups: tuple[OffloadGroup, ...], alignment_tokens: int) -> int:
+    return 2 * alignment_tokens + sum(g.chunk for g in groups if g.eagle) + 3 * max(g.chunk for g in groups)
+
+
+@lru_cache(maxsize=1 << 12)
+def _promised_runs(
+    groups: tuple[OffloadGroup, ...],
+    target: int,
+    alignment_tokens: int,
+    retention_interval: int | None,
+    lo: int,
+    hi: int,
+) -> frozenset[tuple[int, int, int]]:
+    """The runs of the promised queries of ``promised_queries`` (dense:
+    ``retention_interval`` None; or the sparse anchors) with shared prefix
+    positions in ``[lo, hi)`` (dense) / anchors in ``[lo, hi)`` (sparse)."""
+    r = retention_interval
+    out: set[tuple[int, int, int]] = set()
+    for query in promised_queries(groups, lo, hi, alignment_tokens, r, (), anchors_only=True):
+        hit, found = _target_runs(groups, target, query.shared, query.length)
+        if hit > 0 and (query.always or (r and hit % r == 0)):
+            out.update(found)
+    return frozenset(out)
+
+
+def _target_runs(
+    groups: tuple[OffloadGroup, ...], target: int, shared: int, length: int
+) -> tuple[int, tuple[tuple[int, int, int], ...]]:
+    """(hit, the target group's runs ``(a, e, T0)``) of one query.
+
+    The lookup only counts chunks, so moving the shared prefix and the
+    request length by a common multiple ``P`` of the chunk sizes moves every
+    chunk index by ``P / chunk``, as long as nothing reaches chunk 0: far
+    from 0 the answer is computed once per position modulo ``P`` and
+    moved (``_canonical_runs``; tests/test_offload_filter.py compares the
+    two)."""
+    period, base = _period(groups)
+    if shared < base + period:
+        return _canonical_runs(groups, target, shared, length)
+    k = (shared - base) // period
+    hit, runs = _canonical_runs(groups, target, shared - k * period, length - k * period)
+    shift = k * period
+    d = shift // groups[target].chunk
+    return hit + shift, tuple((a + d, e + d, t0 + shift) for a, e, t0 in runs)
 
 
 @lru_cache(maxsize=1 << 16)
-def _target_reads(
-    groups: tuple[OffloadGroup, ...],
-    target: int,
-    shared: int,
-    length: int,
-    always: bool,
-    retention_interval: int | None,
-) -> tuple[tuple[int, int], ...]:
-    """``(chunk, first token needed)`` of the target group's reads for one
-    query, if its hit is promised."""
+def _canonical_runs(
+    groups: tuple[OffloadGroup, ...], target: int, shared: int, length: int
+) -> tuple[int, tuple[tuple[int, int, int], ...]]:
+    """``_target_runs`` computed directly."""
     found = all_stored_lookup(groups, length, [shared // x.chunk for x in groups])
     if found.hit <= 0:
-        return ()
-    if not always and not (retention_interval and found.hit % retention_interval == 0):
-        return ()
+        return found.hit, ()
     g = groups[target]
-    out: list[tuple[int, int]] = []
-    for a, e in found.reads[target]:
-        # The latest hit this run can serve ends at its right edge (one chunk
-        # before it for an EAGLE peek); its window reaches ``reach`` back.
-        first_token = max(0, (e - 1) * g.chunk - g.reach)
-        # Every chunk of the run must be stored (the scan needs its key), so
-        # at least its last token is asked for.
-        out.extend((i, min(max(first_token, i * g.chunk), (i + 1) * g.chunk - 1)) for i in range(a, e))
-    return tuple(out)
+    # The latest hit a run serves ends at its right edge (one chunk before
+    # it for an EAGLE peek, or an unaligned cap inside the last chunk); its
+    # window reaches ``reach`` tokens back from there.
+    return found.hit, tuple(
+        (a, e, max(0, (e - 1) * g.chunk - g.reach)) for a, e in found.reads[target] if a < e
+    )
