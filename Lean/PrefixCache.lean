@@ -2,12 +2,16 @@ import PrefixCache.Spec.Window
 import PrefixCache.Spec.Stride
 import PrefixCache.Spec.Legacy
 import PrefixCache.Spec.Answer
+import PrefixCache.Spec.Joint
+import PrefixCache.Spec.Reachable
 import PrefixCache.Thm.Arith
 import PrefixCache.Thm.Scan
 import PrefixCache.Thm.Stride
 import PrefixCache.Thm.Fallback
 import PrefixCache.Thm.Legacy
 import PrefixCache.Thm.FindHit
+import PrefixCache.Thm.Joint
+import PrefixCache.Thm.Reachable
 import PrefixCache.Export
 
 /-!
@@ -23,8 +27,16 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `strideSearch_boundary_safety`, `strideSearch_total`,
   `strideSearch_probe_bound`, `prefixFallback_correct`, `findHit_spec`,
   `legacyScan_spec`, `findHit_eq_legacyScan`, `findHit_need_zero`,
-  `legacyScan_need_zero` and `findHit_bounds`.
-* `Export`: C entry points over a byte mask.
+  `legacyScan_need_zero` and `findHit_bounds`; for the multi-group lookup
+  (`Spec/Joint.lean`) `jointLoop_fuel`, `jointLookup_total`,
+  `jointLookup_rounds_le_max`, `jointLookup_rounds_le`,
+  `jointLookup_trace_nonincreasing`, `jointLookup_accepted`,
+  `jointLookup_ge_accepted`, `jointLookup_maximal`; for the store mask
+  (`Spec/Reachable.lean`) `reachableMask_keeps_tails`,
+  `reachableMask_complete`, `reachableMask_dropped_unread`,
+  `reachableMask_only_tails`.
+* `Export`: C entry points over a byte mask, and scalar-only ones over a
+  64-bit mask (for ctypes, `tests/test_lean_ffi.py`).
 
 Core Lean 4 only (no Mathlib, no Std/Batteries).
 -/

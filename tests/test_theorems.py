@@ -836,3 +836,394 @@ def test_scan_and_arith_lemmas() -> None:
         for b in range(10):
             m = _min_n(a, b)
             assert m <= a and m <= b and m in (a, b)
+
+
+# ---------------------------------------------------------------------------
+# Spec/Joint.lean and Thm/Joint.lean: the multi-group fixed point
+# ---------------------------------------------------------------------------
+
+from pyspec.joint import Group, accepts, attention_groups, joint_lookup  # noqa: E402
+from pyspec.params import cdiv  # noqa: E402
+from pyspec.reachable import reachable_mask  # noqa: E402
+
+
+def _realign(x, p):
+    return x - x % p
+
+
+def _lean_group(a):
+    """`AttnGroup` of a pyspec AttentionGroup: (bs, full, winBlocks, eagle, cached)."""
+    wb = 0 if a.sliding_window is None else cdiv(a.sliding_window - 1, a.block_size)
+    return (a.block_size, a.sliding_window is None, wb, a.eagle, _cached_fn(bytes(a.cached)))
+
+
+def _group_hit(g, align, drop, m):
+    """`groupHit` (Spec/Joint.lean), line for line."""
+    bs, full, wb, _eagle, cached = g
+    if full:
+        hit = _scan_run(cached, 0, m // bs) * bs
+        if drop and 0 < hit:  # eagleDrop
+            hit = _sub(hit, _min_n(align, bs))
+        return _realign(hit, align)
+    eg = int(drop)
+    length, _ = _find_hit(cached, m // bs, wb + eg, align // bs, eg)
+    return length * bs
+
+
+def _call_max(g, cap, drop, c):
+    return _min_n(c + g[0], cap) if drop else c
+
+
+def _lean_accepts(g, align, cap, length):
+    return _group_hit(g, align, g[3], _call_max(g, cap, g[3], length)) == length
+
+
+def _lean_plain(g, align, length):
+    return _group_hit(g, align, False, length) == length
+
+
+def _joint_round(gs, align, cap, curr, verified, answers):
+    verified, answers = set(verified), dict(answers)
+    for idx, g in enumerate(gs):
+        if g[1] and idx in answers:  # skipFull
+            curr = _min_n(curr, answers[idx])
+            continue
+        drop = g[3] and idx not in verified  # dropFlag
+        t = _group_hit(g, align, drop, _call_max(g, cap, drop, curr))  # stepAnswer
+        if drop:
+            verified.add(idx)
+        elif t < curr:
+            verified = set()
+        answers[idx] = t
+        curr = t
+    return curr, verified, answers
+
+
+def _joint_loop(gs, align, cap, fuel, hit, verified=(), answers=None):
+    """`jointLoop`: (hitLength, rounds, trace)."""
+    answers = {} if answers is None else answers
+    if fuel == 0:
+        return hit, 0, [hit]
+    curr, v, a = _joint_round(gs, align, cap, hit, verified, answers)
+    if hit <= curr:
+        return hit, 1, [hit, hit]
+    if len(gs) == 2 and gs[0][1]:  # isSimpleHybrid
+        return curr, 1, [hit, curr]
+    h, r, t = _joint_loop(gs, align, cap, fuel - 1, curr, v, a)
+    return h, r + 1, [hit] + t
+
+
+def _joint_cases():
+    """Two bs-1 groups (full / windows 1..3, EAGLE on/off, masks up to 4
+    blocks), and full bs 2 + SWA bs 1 + SWA bs 2 (alignment 2)."""
+    for n in range(0, 5):
+        masks = list(itertools.product((False, True), repeat=n))
+        for w0, w1 in itertools.product((None, 1, 2, 3), repeat=2):
+            for e0, e1 in itertools.product((False, True), repeat=2):
+                for m0 in masks:
+                    for m1 in masks:
+                        yield [Group(1, w0, e0, m0), Group(1, w1, e1, m1)], 1, 1, n
+    for n in (2, 4):
+        m1s = list(itertools.product((False, True), repeat=n))
+        m2s = list(itertools.product((False, True), repeat=n // 2))
+        for w1, w2 in ((2, 3), (1, 5), (3, 2)):
+            for eagle in itertools.product((False, True), repeat=3):
+                for mf in m2s:
+                    for m1 in m1s[:: 3 if n == 4 else 1]:
+                        for m2 in m2s:
+                            yield [
+                                Group(2, None, eagle[0], mf),
+                                Group(1, w1, eagle[1], m1),
+                                Group(2, w2, eagle[2], m2),
+                            ], 2, 1, n
+
+
+def _joint_all():
+    for groups, align, h, num_hash in _joint_cases():
+        agroups = attention_groups(groups)
+        gs = [_lean_group(a) for a in agroups]
+        cap = num_hash * h
+        for mx in range(0, num_hash * h + 1):
+            yield groups, agroups, gs, align, h, num_hash, cap, mx
+
+
+def test_joint_transcription_matches_pyspec() -> None:
+    """Spec/Joint.lean's `jointLookup` (hit length, rounds, trace) and
+    `groupHit` / `Accepts` / `PlainAccepts` equal pyspec `joint_lookup`,
+    `group_hit` and `accepts` on attention groups."""
+    k = 0
+    for groups, agroups, gs, align, h, num_hash, cap, mx in _joint_all():
+        r = joint_lookup(groups, mx, align, h, num_hash)
+        assert _joint_loop(gs, align, cap, mx + 1, mx) == (r.hit_length, r.rounds, list(r.trace))
+        for a, g in zip(agroups, gs):
+            for length in range(mx + 1):
+                assert _lean_accepts(g, align, cap, length) == accepts(a, length, align, cap)
+                assert _lean_plain(g, align, length) == accepts(a, length, align, cap, plain=True)
+        k += 1
+    _count("joint transcription", k)
+
+
+def _laws(g, align, cap, top):
+    """(BoundedHit, AlignedHit, MonotoneHit) of one group on `[0, top]`."""
+    bounded = all(
+        _group_hit(g, align, False, c) <= c
+        and _group_hit(g, align, True, _call_max(g, cap, True, c)) <= c
+        for c in range(top + 1)
+    )
+    aligned = all(
+        _group_hit(g, align, d, m) % align == 0 for d in (False, True) for m in range(top + 1)
+    )
+    mono = all(
+        _group_hit(g, align, d, m) <= _group_hit(g, align, d, m + 1)
+        for d in (False, True)
+        for m in range(top)
+    )
+    return bounded, aligned, mono
+
+
+def _drop_then_plain(g, align, cap, length):
+    return not (g[3] and _lean_accepts(g, align, cap, length)) or _lean_plain(g, align, length)
+
+
+def test_joint_laws() -> None:
+    """The laws the joint theorems assume hold of pyspec's acceptors (block
+    size dividing the alignment): `BoundedHit`, `AlignedHit`, `MonotoneHit`
+    always; `DropThenPlain g align cap L` for every `L` when the group is
+    not an EAGLE window of one token (`winBlocks ≥ 1` or full attention or
+    no EAGLE), and it fails on pyspec's window-1 counterexample."""
+    k = 0
+    seen = set()
+    for _groups, _agroups, gs, align, _h, _nh, cap, _mx in _joint_all():
+        for g in gs:
+            key = (g[:4], tuple(g[4](i) for i in range(6)), align, cap)
+            if key in seen:
+                continue
+            seen.add(key)
+            top = cap + 2 * g[0] + 2
+            assert _laws(g, align, cap, top) == (True, True, True), key
+            if g[1] or g[2] >= 1 or not g[3]:
+                assert all(_drop_then_plain(g, align, cap, L) for L in range(top + 1)), key
+            k += 1
+    # Window of one token, EAGLE, block size 1, blocks [miss, hit]: accepts 1
+    # with the drop, not plainly.
+    g = _lean_group(attention_groups([Group(1, 1, True, (False, True)), Group(1, None, False, (True, True))])[1])
+    assert _lean_accepts(g, 1, 2, 1) and not _lean_plain(g, 1, 1)
+    _count("joint laws", k)
+
+
+def test_jointLookup_total() -> None:
+    """`jointLoop_fuel`: `hit < f → hit < g → jointLoop … f hit v ans =
+    jointLoop … g hit v ans` (checked from the start state), and
+    `jointLookup_total`."""
+    k = 0
+    for _g, _a, gs, align, _h, _nh, cap, mx in _joint_all():
+        base = _joint_loop(gs, align, cap, mx + 1, mx)
+        for fuel in (mx + 2, 2 * mx + 5):
+            assert _joint_loop(gs, align, cap, fuel, mx) == base
+        k += 1
+    _count("jointLookup_total", k)
+
+
+def test_jointLookup_rounds_le() -> None:
+    """`jointLookup_rounds_le_max`: `rounds ≤ maxLength + 1`;
+    `jointLookup_rounds_le`: `1 ≤ align → AllG AlignedHit gs → rounds ≤
+    maxRoundsBound maxLength align = 2 + maxLength / align`."""
+    k = 0
+    for _g, _a, gs, align, _h, _nh, cap, mx in _joint_all():
+        _, rounds, _ = _joint_loop(gs, align, cap, mx + 1, mx)
+        assert rounds <= mx + 1
+        assert rounds <= 2 + mx // align
+        k += 1
+    _count("jointLookup_rounds_le", k)
+
+
+def _non_incr_from(a, xs):
+    for x in xs:
+        if x > a:
+            return False
+        a = x
+    return True
+
+
+def test_jointLookup_trace_nonincreasing() -> None:
+    """`NonIncrFrom maxLength (jointLookup …).trace ∧ (jointLookup …).hitLength ≤ maxLength`."""
+    k = 0
+    for _g, _a, gs, align, _h, _nh, cap, mx in _joint_all():
+        hit, _, trace = _joint_loop(gs, align, cap, mx + 1, mx)
+        assert _non_incr_from(mx, trace) and hit <= mx
+        k += 1
+    _count("jointLookup_trace_nonincreasing", k)
+
+
+def test_jointLookup_accepted() -> None:
+    """`AllG (BoundedHit · align cap) gs → isSimpleHybrid gs = false →
+    AllG (fun g => g.full = true ∨ Accepts g align cap R ∨ PlainAccepts g
+    align R) gs` for `R = (jointLookup gs maxLength align cap).hitLength`
+    (the laws are checked by `test_joint_laws`). Also the stronger fact
+    pyspec asserts and Lean does not claim: full-attention groups accept R."""
+    k = 0
+    for _g, _a, gs, align, _h, _nh, cap, mx in _joint_all():
+        r, _, _ = _joint_loop(gs, align, cap, mx + 1, mx)
+        for g in gs:
+            if g[1]:
+                assert _lean_accepts(g, align, cap, r)
+            if not (len(gs) == 2 and gs[0][1]):
+                assert g[1] or _lean_accepts(g, align, cap, r) or _lean_plain(g, align, r)
+        k += 1
+    _count("jointLookup_accepted", k)
+
+
+def test_jointLookup_maximal() -> None:
+    """`AllG MonotoneHit gs → AllG (DropThenPlain · align cap L) gs → R < L →
+    L ≤ maxLength → ¬ AllG (Accepts · align cap L) gs` (and
+    `jointLookup_ge_accepted`). The hypotheses are checked per case, so the
+    statement is tested exactly as stated (also where DropThenPlain fails,
+    in which case it claims nothing)."""
+    k = 0
+    for _g, _a, gs, align, _h, _nh, cap, mx in _joint_all():
+        r, _, _ = _joint_loop(gs, align, cap, mx + 1, mx)
+        for L in range(r + 1, mx + 1):
+            if all(_drop_then_plain(g, align, cap, L) for g in gs):
+                assert not all(_lean_accepts(g, align, cap, L) for g in gs)
+                k += 1
+    # The window-1 counterexample: DropThenPlain fails and so does maximality.
+    groups = [Group(1, 1, False, (False, True)), Group(1, 1, True, (False, True))]
+    gs = [_lean_group(a) for a in attention_groups(groups)]
+    r, _, _ = _joint_loop(gs, 1, 2, 3, 2)
+    assert r == 0 and all(_lean_accepts(g, 1, 2, 1) for g in gs)
+    assert not all(_drop_then_plain(g, 1, 2, 1) for g in gs)
+    _count("jointLookup_maximal", k)
+
+
+# ---------------------------------------------------------------------------
+# Spec/Reachable.lean and Thm/Reachable.lean: the store mask
+# ---------------------------------------------------------------------------
+
+
+def _in_tail(b, need, eg, i):
+    return _sub(b + eg, need) <= i < b + eg
+
+
+def _seg_tokens(align, retention):
+    return align if retention is None else retention
+
+
+def _keep_block(has_seg, per, need, eg, has_final, fe, use_b, align, bs, bnd, i):
+    seg = has_seg and any(_in_tail(k * per, need, eg, i) for k in range(1, i + need + 1))
+    fin = has_final and fe % per != 0 and _sub(fe, fe % per) <= i and _sub(fe, need) <= i < fe
+    bound = use_b and any(_in_tail(p // align * align // bs, need, eg, i) for p in bnd)
+    return seg or fin or bound
+
+
+def _lean_reachable(align, bs, wb, eagle, retention, bnd, fe):
+    """`reachableMask` (Spec/Reachable.lean): None or the keep predicate."""
+    eg = int(eagle)
+    need = wb + eg
+    if align % bs != 0:
+        return None
+    if retention == 0:
+        return lambda i: _keep_block(False, 0, need, eg, False, 0, True, align, bs, bnd, i)
+    per = _seg_tokens(align, retention) // bs
+    if per <= need:
+        return None
+    has_final = fe is not None and not eagle
+    fe0 = 0 if fe is None else fe
+    return lambda i: _keep_block(
+        True, per, need, eg, has_final, fe0, retention is not None, align, bs, bnd, i
+    )
+
+
+def _promised(align, bs, retention, bnd, b):
+    seg = _seg_tokens(align, retention)
+    if retention != 0 and seg > 0 and seg // bs > 0 and b % (seg // bs) == 0 and b >= seg // bs:
+        return True
+    return retention is not None and any(b == p // align * align // bs for p in bnd)
+
+
+def _reachable_cases():
+    for bs in (1, 2, 3):
+        for align in sorted({bs, 2 * bs, 3 * bs, 4}):
+            for window in range(1, 5 * bs + 2):
+                wb = cdiv(window - 1, bs)
+                for eagle in (False, True):
+                    for retention in (None, 0, 2 * bs, 4 * bs, 5):
+                        for bnd in ((), (7,), (3, 12)):
+                            for fe in (None, 5, 8):
+                                yield align, bs, window, wb, eagle, retention, bnd, fe
+
+
+def test_reachable_transcription_matches_pyspec() -> None:
+    """`reachableMask` (keep predicate) equals pyspec `reachable_mask` on
+    every block of `[start, end)`, `None` included (windows of at least 1
+    token, alignment at least 1)."""
+    k = 0
+    for align, bs, window, wb, eagle, retention, bnd, fe in _reachable_cases():
+        lean = _lean_reachable(align, bs, wb, eagle, retention, bnd, fe)
+        for start, end in ((0, 14), (3, 9)):
+            want = reachable_mask(start, end, align, bs, window, eagle, retention, bnd, fe)
+            if want is None:
+                assert lean is None
+            else:
+                assert lean is not None
+                assert [lean(i) for i in range(start, end)] == want
+            k += 1
+    _count("reachable transcription", k)
+
+
+def test_reachableMask_keeps_tails_and_only_tails() -> None:
+    """`reachableMask_keeps_tails`: `reachableMask … = some keep → Promised
+    … b → InTail b (winBlocks + eg) eg i → keep i = true`;
+    `reachableMask_only_tails`: `keep i = true → (∃ b, Promised … b ∧
+    InTail b need eg i) ∨ (finalFlag eagle finalEnd = true ∧ InTail
+    (finalEnd.getD 0) need 0 i)`."""
+    k = 0
+    for align, bs, _w, wb, eagle, retention, bnd, fe in _reachable_cases():
+        keep = _lean_reachable(align, bs, wb, eagle, retention, bnd, fe)
+        if keep is None:
+            continue
+        eg, need = int(eagle), wb + int(eagle)
+        for i in range(30):
+            tails = [b for b in range(i + need + 2) if _promised(align, bs, retention, bnd, b) and _in_tail(b, need, eg, i)]
+            if tails:
+                assert keep(i)
+            if keep(i):
+                final = fe is not None and not eagle and _in_tail(fe, need, 0, i)
+                assert tails or final
+            k += 1
+    _count("reachableMask_keeps_tails / only_tails", k)
+
+
+def test_reachableMask_complete() -> None:
+    """`reachableMask_complete`: `reachableMask … = some keep → 1 ≤ winBlocks
+    + eg → 1 ≤ period → strideSearch cached n (effNeed (winBlocks + eg))
+    period eg = some e → Promised … (e - eg) → ∀ i, e - effNeed … ≤ i → i < e
+    → keep i = true`, and `reachableMask_dropped_unread` (its
+    contrapositive), on pyspec's `stride_search` over random caches; plus the
+    two hypotheses' necessity: a window of one token without EAGLE (L1) and
+    a kept block no promised window hit reads (W)."""
+    rng = random.Random(5)
+    k = 0
+    for align, bs, _w, wb, eagle, retention, bnd, fe in _reachable_cases():
+        keep = _lean_reachable(align, bs, wb, eagle, retention, bnd, fe)
+        eg, need = int(eagle), wb + int(eagle)
+        if keep is None or need < 1:
+            continue
+        for period in (1, 2, 3):
+            for _ in range(6):
+                n = rng.randint(0, 14)
+                mask = bytes(rng.random() < 0.8 for _ in range(n))
+                e = stride_search(mask, SearchParams(n=n, need=_eff_need(need), period=period, eagle=eagle))
+                if e is None or not _promised(align, bs, retention, bnd, e - eg):
+                    continue
+                for i in range(_sub(e, _eff_need(need)), e):
+                    assert keep(i)
+                k += 1
+    # L1: window of 1 token, no EAGLE: the mask keeps nothing, the lookup reads a block.
+    keep = _lean_reachable(1, 1, 0, False, None, (), None)
+    assert keep is not None and not any(keep(i) for i in range(5))
+    assert stride_search(b"\x01\x01", SearchParams(n=2, need=1, period=1, eagle=False)) == 2
+    # W: EAGLE, r = 0, boundary 0, window 2 tokens at bs 1: block 0 kept, but
+    # the only promised length 0 has no window (e = 1 < need = 2).
+    keep = _lean_reachable(1, 1, 1, True, 0, (0,), None)
+    assert keep(0) and not any(keep(i) for i in range(1, 6))
+    _count("reachableMask_complete", k)

@@ -1,4 +1,5 @@
 import PrefixCache.Spec.Stride
+import PrefixCache.Spec.Legacy
 
 /-!
 # C entry points
@@ -45,5 +46,42 @@ def findHitLengthExport (mask : ByteArray) (n need period : UInt64) (eagle : UIn
 def findHitFirstRealExport (mask : ByteArray) (n need period : UInt64) (eagle : UInt8) :
     UInt64 :=
   UInt64.ofNat (findHitMask mask n need period eagle).firstReal
+
+/-! ## Scalar-only entry points
+
+Every argument and result is a C scalar (`uint64_t`, `uint8_t`), so a
+caller needs no Lean object (ctypes cannot build a `ByteArray`:
+`lean_alloc_sarray` is an inline function of `lean.h`). The mask is a
+64-bit word: block `i < 64` is cached when bit `i` is set; blocks at or past
+64 read as misses. -/
+
+/-- Block `i` of a 64-bit mask. -/
+def bitCached (mask : UInt64) (i : Nat) : Bool := (mask.toNat / 2 ^ i) % 2 == 1
+
+/-- `findHit` on a 64-bit mask, clamped as `findHitMask`. -/
+def findHitBits (mask n need period : UInt64) (eagle : UInt8) : HitResult :=
+  findHit (bitCached mask) n.toNat need.toNat (effNeed period.toNat) (eagleOf eagle)
+
+/-- The hit length in blocks. -/
+@[export pc_lean_find_hit_bits_length]
+def findHitBitsLengthExport (mask n need period : UInt64) (eagle : UInt8) : UInt64 :=
+  UInt64.ofNat (findHitBits mask n need period eagle).length
+
+/-- The first real block of the hit. -/
+@[export pc_lean_find_hit_bits_first_real]
+def findHitBitsFirstRealExport (mask n need period : UInt64) (eagle : UInt8) : UInt64 :=
+  UInt64.ofNat (findHitBits mask n need period eagle).firstReal
+
+/-- vLLM's scan (`legacyScan`) on a 64-bit mask: the hit length. -/
+@[export pc_lean_legacy_scan_bits_length]
+def legacyScanBitsLengthExport (mask n need period : UInt64) (eagle : UInt8) : UInt64 :=
+  UInt64.ofNat
+    (legacyScan (bitCached mask) n.toNat need.toNat (effNeed period.toNat) (eagleOf eagle)).length
+
+/-- vLLM's scan on a 64-bit mask: the first real block. -/
+@[export pc_lean_legacy_scan_bits_first_real]
+def legacyScanBitsFirstRealExport (mask n need period : UInt64) (eagle : UInt8) : UInt64 :=
+  UInt64.ofNat
+    (legacyScan (bitCached mask) n.toNat need.toNat (effNeed period.toNat) (eagleOf eagle)).firstReal
 
 end PrefixCache
