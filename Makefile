@@ -38,7 +38,8 @@ E2E_PY := $(E2E_VENV)/bin/python
 E2E_STAMP := $(E2E_VENV)/.setup-stamp
 E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 # The differential tests that must also hold on the second supported vLLM.
-E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py tests/test_report.py
+E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
+	tests/test_hot_path.py tests/test_report.py
 
 .PHONY: help setup setup-e2e e2e apt-tools lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean

@@ -25,6 +25,19 @@ from pathlib import Path
 VOCAB = 512
 WINDOW = 64
 SEED = 0
+# What both models share: as small as vLLM's CPU attention accepts.
+SHAPE = dict(
+    vocab_size=VOCAB,
+    hidden_size=128,
+    intermediate_size=256,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    max_position_embeddings=4096,
+    sliding_window=WINDOW,
+    bos_token_id=1,
+    eos_token_id=1,
+)
 # Bump when a recipe changes, so stale models are rebuilt.
 RECIPE_VERSION = 1
 
@@ -52,20 +65,7 @@ def save_tokenizer(out: Path) -> None:
 def build_swa(out: Path) -> None:
     from transformers import MistralConfig, MistralForCausalLM
 
-    config = MistralConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=4096,
-        sliding_window=WINDOW,
-        bos_token_id=1,
-        eos_token_id=1,
-        tie_word_embeddings=False,
-    )
+    config = MistralConfig(**SHAPE, num_hidden_layers=2, tie_word_embeddings=False)
     MistralForCausalLM(config).save_pretrained(out)
 
 
@@ -73,18 +73,9 @@ def build_hybrid(out: Path) -> None:
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     config = Gemma3TextConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
+        **SHAPE,
         num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=4096,
-        sliding_window=WINDOW,
         layer_types=["sliding_attention", "full_attention"] * 2,
-        bos_token_id=1,
-        eos_token_id=1,
         pad_token_id=1,
     )
     Gemma3ForCausalLM(config).save_pretrained(out)
