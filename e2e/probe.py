@@ -94,6 +94,8 @@ def prefix_cache_counters(port: int) -> dict[str, float]:
         if line.startswith("vllm:prefix_cache_") and not line.startswith("#"):
             name_labels, _, value = line.rpartition(" ")
             name = name_labels.split("{", 1)[0]
+            if name.endswith("_created"):  # a timestamp, not a count
+                continue
             counters[name] = counters.get(name, 0.0) + float(value)
     return counters
 

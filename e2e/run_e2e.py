@@ -265,7 +265,8 @@ def check_outcome(o: Outcome) -> None:
 
 
 def compare(outcomes: list[Outcome]) -> None:
-    """Same cached_tokens for every request in every run; the probe hit."""
+    """Same cached_tokens for every request and the same /metrics
+    prefix-cache counters in every run; the probe hit."""
     base = outcomes[0]
     for other in outcomes[1:]:
         for a, b in zip(base.samples, other.samples, strict=True):
@@ -274,6 +275,11 @@ def compare(outcomes: list[Outcome]) -> None:
                     f"{base.model}: {a.phase}[{a.index}] cached {a.cached_tokens} with "
                     f"{base.run.mode}, {b.cached_tokens} with {other.run.mode}"
                 )
+        if other.metrics != base.metrics:
+            raise Failure(
+                f"{base.model}: /metrics prefix-cache counters {base.metrics} with "
+                f"{base.run.mode}, {other.metrics} with {other.run.mode}"
+            )
     if not any(s.cached_tokens for s in base.samples if s.phase == "reverse"):
         raise Failure(f"{base.model}: no request hit the cache; the comparison proves nothing")
 

@@ -83,6 +83,13 @@ def test_different_cached_tokens_fail() -> None:
         run_e2e.compare(outcomes)
 
 
+def test_different_metrics_fail() -> None:
+    outcomes = [_outcome(run, GOOD) for run in RUNS]
+    outcomes[2].metrics = {"vllm:prefix_cache_hits_total": 1.0}
+    with pytest.raises(Failure, match="/metrics"):
+        run_e2e.compare(outcomes)
+
+
 def test_probe_without_any_hit_fails() -> None:
     outcomes = [_outcome(run, [0, 0, 0, 0]) for run in RUNS]
     with pytest.raises(Failure, match="no request hit"):
