@@ -114,11 +114,11 @@ proofs: lint-lean
 # ---- benchmarks --------------------------------------------------------------
 bench: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
-	SWA_PREFIX_CACHE_CORE=native $(PY) benchmarks/bench_vllm.py
+	$(PY) benchmarks/bench_vllm.py
 
 bench-quick: setup lib $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
-	$(TEST_ENV) SWA_PREFIX_CACHE_CORE=native $(PY) benchmarks/bench_vllm.py --quick
+	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 
 # ---- end to end: a real vLLM engine ------------------------------------------
 setup-e2e: $(E2E_STAMP)

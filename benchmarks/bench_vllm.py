@@ -7,9 +7,12 @@ The seed's table, reproduced side by side with what vLLM itself does:
   calls ``SlidingWindowManager.find_longest_cache_hit`` by keyword on the
   class, as vLLM's coordinators do, with the class attribute set in turn to
   vLLM's ORIGINAL classmethod (taken from the class ``__dict__`` before the
-  plugin is installed), to ours with the backend ``install()`` chose
-  (``native`` = the C core through a probe callback, or ``python``) and,
-  when that is native, to ours forced onto the pure-Python backend;
+  plugin is installed), to ours with the core ``install()`` picks from the
+  environment as it is (``SWA_PREFIX_CACHE_CORE``: ``python`` by default, the
+  adapter's default core; or ``native`` = the C core through a probe
+  callback), and to ours forced onto the OTHER core (the extra column:
+  ``native`` when ours is python and the native library loads, ``python``
+  when ours is native). The PASS/MISS verdicts judge ours only;
 * before anything is timed, every implementation's answer on every mask is
   checked against vLLM's: the same hit length and, per group, the very same
   block objects (identity). A mismatch aborts the run;
@@ -36,7 +39,23 @@ PASS/MISS, and, where the speedup is missed, the cost model that bounds it
 each implementation). Writes a JSON receipt and a PNG (benchmarks/plot.py)
 under benchmarks/results/. ``--quick`` runs tiny sizes so ``make check``
 keeps this script working; its timings mean nothing and nothing is asserted
-on them (answers are still checked).
+on them (answers are still checked). With ``PREFIX_CACHE_REQUIRE_NATIVE=1``
+the run fails unless the native core is measured in one of the two columns.
+
+Receipt keys: top level ``core`` (ours' core; ``backend`` is the same value,
+kept for older readers), ``other_core`` (the extra column's core, or null),
+``other_error`` (why there is no extra column, or null), ``native_error``
+(ours was native but failed its first call, so python was measured as ours),
+``implementations`` (the timed names: ``vllm``, ``ours`` and the other core's
+name). Per cell: ``median_us`` and ``speedup`` (ours), ``vllm_median_us``,
+``other_core``, ``other_median_us`` and ``other_speedup`` (null without an
+extra column), ``python_median_us`` and ``python_speedup`` (the python core's,
+whichever column it is in; null when not measured), ``probes`` (ours),
+``probes_by_impl``, ``probe_bound``, ``ceiling_speedup``, ``targets``. Per
+scheduler figure: ``median_ms`` and ``probes_per_batch`` keyed by
+implementation name, ``speedup`` (ours), ``other_core``, ``other_speedup``,
+``python_speedup``. ``cost_model.fixed_call_us`` / ``per_probe_ns`` are keyed
+by implementation name as well.
 """
 
 from __future__ import annotations
@@ -98,18 +117,51 @@ BIG_CELL_SPEEDUP = 100.0
 # implementations
 
 
+CORES = ("python", "native")
+
+
 @dataclass
 class Impls:
     """The classmethod objects to put on ``SlidingWindowManager`` in turn."""
 
-    table: dict[str, Any]  # "vllm", "ours" and, when ours is native, "python"
-    backend: str  # the backend of "ours"
-    native_error: str | None  # why native was not usable, if it was chosen but broke
+    table: dict[str, Any]  # "vllm", "ours" and, when measured, the other core's name
+    backend: str  # the core of "ours"
+    other: str | None  # the other core (a key of ``table``), None without an extra column
+    other_error: str | None  # why the other core is not measured, if it is not
+    native_error: str | None  # ours was native but broke on its first call
+
+
+def _load_core(core: str) -> tuple[Any, str]:
+    """The search of ``core`` as ``_choose_search`` returns it; raises when
+    the native library cannot be loaded (rather than falling back)."""
+    if core == "python":
+        return swa_lookup.python_search, "python"
+    from extracted_c import native
+
+    native.load().find_hit_probe  # the symbol must be there, not only the file
+    return swa_lookup.native_search, "native"
+
+
+def _install_forced(core: str) -> Any:
+    """Ours on ``core`` (forced the way a test would monkeypatch it); the
+    class is left as vLLM's."""
+    chosen = _load_core(core)
+    saved = adapter_patch._choose_search
+    adapter_patch._choose_search = lambda: chosen
+    try:
+        if not vllm_adapter.install(vllm_adapter.Mode.ON):
+            raise SystemExit(f"plugin did not install with the {core} core")
+        if vllm_adapter.status()["backend"] != core:
+            raise SystemExit(f"forcing the {core} core gave {vllm_adapter.status()['backend']}")
+        return SlidingWindowManager.__dict__[ATTR]
+    finally:
+        vllm_adapter.uninstall()
+        adapter_patch._choose_search = saved
 
 
 def capture_impls() -> Impls:
-    """vLLM's classmethod, ours as ``install()`` builds it, and ours on the
-    pure-Python backend (forced the way a test would monkeypatch it)."""
+    """vLLM's classmethod, ours as ``install()`` builds it from the
+    environment, and ours on the other core."""
     if SlidingWindowManager.__dict__[ATTR] is not ORIGINAL:
         raise SystemExit("SlidingWindowManager is already patched; run in a fresh process")
     if not vllm_adapter.install(vllm_adapter.Mode.ON):
@@ -117,28 +169,32 @@ def capture_impls() -> Impls:
     backend = vllm_adapter.status()["backend"]
     table = {"vllm": ORIGINAL, "ours": SlidingWindowManager.__dict__[ATTR]}
     vllm_adapter.uninstall()
-    native_error = None
-    if backend != "python":
-        saved = adapter_patch._choose_search
-        adapter_patch._choose_search = lambda: (swa_lookup.python_search, "python")
-        try:
-            if not vllm_adapter.install(vllm_adapter.Mode.ON):
-                raise SystemExit("plugin did not install with the python backend")
-            table["python"] = SlidingWindowManager.__dict__[ATTR]
-        finally:
-            vllm_adapter.uninstall()
-            adapter_patch._choose_search = saved
-        # A native library that loads but cannot serve (e.g. built before
-        # find_hit_probe existed) fails on its first call: measure python then.
+    native_error = other_error = None
+    # A native library that loads but cannot serve (e.g. built before
+    # find_hit_probe existed) fails on its first call: measure python as
+    # ours then, with no extra column.
+    if backend == "native":
         try:
             _smoke(table["ours"])
         except Exception as exc:  # noqa: BLE001 - reported, not hidden
             native_error = f"{type(exc).__name__}: {exc}"
-            table["ours"] = table.pop("python")
+            table["ours"] = _install_forced("python")
             backend = "python"
+            other_error = f"the native core fails: {native_error}"
+    other: str | None = next(c for c in CORES if c != backend)
+    if other_error is None:
+        try:
+            table[other] = _install_forced(other)
+            _smoke(table[other])
+        except Exception as exc:  # noqa: BLE001 - reported, not hidden
+            table.pop(other, None)
+            other_error = f"the {other} core cannot be used: {type(exc).__name__}: {exc}"
+    if other_error is not None:
+        other = None
     if SlidingWindowManager.__dict__[ATTR] is not ORIGINAL:
         raise SystemExit("uninstall did not restore vLLM's method")
-    return Impls(table=table, backend=backend, native_error=native_error)
+    return Impls(table=table, backend=backend, other=other, other_error=other_error,
+                 native_error=native_error)
 
 
 def _smoke(impl: Any) -> None:
@@ -366,9 +422,10 @@ def run_cell(
         "seed_probes": seed[1] if is_seed_cell else None,
         "seed_speedup": seed[2] if is_seed_cell else None,
         "vllm_median_us": med["vllm"],
+        "core": impls.backend,
         "median_us": med["ours"],
-        "python_median_us": med.get("python", med["ours"] if impls.backend == "python" else None),
         "speedup": med["vllm"] / med["ours"],
+        **other_keys(impls, med),
         "probe_ratio": statistics.mean(probes["vllm"]) / max(statistics.mean(probes["ours"]), 1e-9),
         # Bounds on the speedup from our probes: vLLM's time over the time of
         # our probes made as bare get_cached_block calls (pbound: what ANY
@@ -378,12 +435,26 @@ def run_cell(
         "fixed_us": med["fixed"],
         "probe_bound": med["vllm"] / max(med["bare"], 1e-9),
         "ceiling_speedup": med["vllm"] / (med["bare"] + med["fixed"]),
-        "python_speedup": (med["vllm"] / med["python"]) if "python" in med else None,
         "reps_per_sample": reps,
         "samples_ns": samples,
     }
     cell["targets"] = cell_targets(cell)
     return cell
+
+
+def other_keys(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
+    """The extra column's median and speedup (null without one), and the
+    python core's, whichever column it is in (older receipts' keys)."""
+    other = impls.other
+    by_core = {impls.backend: med["ours"], **({other: med[other]} if other else {})}
+    py = by_core.get("python")
+    return {
+        "other_core": other,
+        "other_median_us": med[other] if other else None,
+        "other_speedup": med["vllm"] / med[other] if other else None,
+        "python_median_us": py,
+        "python_speedup": med["vllm"] / py if py is not None else None,
+    }
 
 
 def cell_targets(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -497,8 +568,8 @@ def per_probe_ns(cells: list[dict[str, Any]], fixed_us: dict[str, float]) -> dic
     for k in fixed_us:
         est = []
         for c in rand:
-            t = {"vllm": c["vllm_median_us"], "ours": c["median_us"],
-                 "python": c["python_median_us"]}[k]
+            t = {"vllm": c["vllm_median_us"], "ours": c["median_us"]}.get(
+                k, c["other_median_us"] if k == c["other_core"] else None)
             p = c["vllm_probes"] if k == "vllm" else c["probes_by_impl"].get(k, c["probes"])
             if t is not None and p >= 50:
                 est.append((t - fixed_us[k]) / p * 1000)
@@ -623,8 +694,11 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         "hit_tokens": [x[1] for x in ref[:4]],
         "probes_per_batch": probes,
         "median_ms": med,
+        "core": impls.backend,
         "speedup": med["vllm"] / med["ours"],
-        "python_speedup": med["vllm"] / med["python"] if "python" in med else None,
+        "other_core": impls.other,
+        "other_speedup": other_keys(impls, med)["other_speedup"],
+        "python_speedup": other_keys(impls, med)["python_speedup"],
         "swa_share_of_vllm": 1 - med["swa_free"] / med["vllm"],
         "ceiling_speedup": med["vllm"] / med["swa_free"],
         "samples_ns": samples,
@@ -639,9 +713,10 @@ def _mark(t: dict[str, Any] | None) -> str:
     return "" if t is None else ("PASS" if t["ok"] else "MISS")
 
 
-def print_table(cells: list[dict[str, Any]], backend: str, has_python: bool) -> None:
-    print(f"ours = the {backend} backend" + ("; py = ours forced onto the pure-Python backend" if has_python
-                                              else "") + ". Probes: mean get_cached_block calls per lookup; "
+def print_table(cells: list[dict[str, Any]], backend: str, other: str | None) -> None:
+    print(f"ours = the {backend} core (what install() picks here; the verdicts judge it)"
+          + (f"; {other} = ours forced onto the {other} core" if other else "")
+          + ". Probes: mean get_cached_block calls per lookup; "
           "times: medians of interleaved samples, us per lookup.")
     print("want = 1.5 x seed's ratio (100 at 8192 blocks / 10% / window 128 blocks); pbound = vLLM us / "
           "(our probes made as bare get_cached_block calls), the best any code making our probes through "
@@ -649,8 +724,8 @@ def print_table(cells: list[dict[str, Any]], backend: str, has_python: bool) -> 
           "ceil = vLLM us / (those + ours with max_length 0, its fixed cost); both timed in the cell.")
     head = (f"{'pattern':<15} {'win':>5} {'ctx':>6} {'hit':>4} {'N':>5} {'need':>4} | "
             f"{'vLLM':>5} {'ours':>6} {'N/nd+1':>6} {'iid':>6} {'seed':>4} {'<=seed':>6} {'<=1.1LB':>7} | "
-            f"{'vLLM us':>8} {'ours us':>8} {'py us' if has_python else '':>8} | {'x ours':>6} "
-            f"{'x py' if has_python else '':>5} {'x seed':>6} {'want':>5} {'':>4} | {'pbound':>6} {'ceil':>5}")
+            f"{'vLLM us':>8} {'ours us':>8} {f'{other} us' if other else '':>9} | {'x ours':>6} "
+            f"{f'x {other}' if other else '':>8} {'x seed':>6} {'want':>5} {'':>4} | {'pbound':>6} {'ceil':>5}")
     print(head)
     print("-" * len(head))
     for c in cells:
@@ -660,19 +735,19 @@ def print_table(cells: list[dict[str, Any]], backend: str, has_python: bool) -> 
         iid = "-" if c["iid_bound"] is None else f"{c['iid_bound']:.1f}"
         seed_p = "-" if c["seed_probes"] is None else str(c["seed_probes"])
         seed_x = "-" if c["seed_speedup"] is None else f"{c['seed_speedup']:.1f}"
-        pyus = f"{c['python_median_us']:8.1f}" if has_python else ""
-        pyx = f"{c['python_speedup']:5.1f}" if has_python else ""
+        other_us = f"{c['other_median_us']:9.1f}" if other else ""
+        other_x = f"{c['other_speedup']:8.1f}" if other else ""
         want = "" if speed_t is None else f"{speed_t['want']:.1f}"
         print(f"{label:<15} {c['window_tokens']:>5} {c['context_tokens']:>6} {c['hit_rate']:>4.2f} "
               f"{c['n_blocks']:>5} {c['need']:>4} | {c['vllm_probes']:>5.0f} {c['probes']:>6.1f} "
               f"{c['lower_bound']:>6} {iid:>6} {seed_p:>4} {_mark(t.get('probes<=seed')):>6} "
               f"{_mark(t.get('probes<=1.1xLB')):>7} | {c['vllm_median_us']:>8.1f} {c['median_us']:>8.1f} "
-              f"{pyus:>8} | {c['speedup']:>6.1f} {pyx:>5} {seed_x:>6} {want:>5} {_mark(speed_t):>4} | "
+              f"{other_us:>9} | {c['speedup']:>6.1f} {other_x:>8} {seed_x:>6} {want:>5} {_mark(speed_t):>4} | "
               f"{c['probe_bound']:>6.1f} {c['ceiling_speedup']:>5.1f}")
 
 
 def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], sched: list[dict[str, Any]],
-                  backend: str, quick: bool) -> dict[str, Any]:
+                  backend: str, other: str | None, quick: bool) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     print()
     if quick:
@@ -694,19 +769,19 @@ def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], sched: list
                   f"below the iid bound {c['iid_bound']:.1f} that no search can beat on average")
     for c in cells:
         if len(set(c["probes_by_impl"].values()) - {c["vllm_probes"]}) > 1:
-            print(f"  note: backends probe differently in {c['note'] or c['pattern']} "
+            print(f"  note: cores probe differently in {c['note'] or c['pattern']} "
                   f"{c['window_tokens']}/{c['context_tokens']}: {c['probes_by_impl']}")
     fixed, per = cost["fixed_call_us"], cost["per_probe_ns"]
     print(f"cost model: bare BlockPool.get_cached_block {cost['get_cached_block_hit_ns']:.0f} ns on a hit, "
           f"{cost['get_cached_block_miss_ns']:.0f} ns on a miss (1 group)")
     for k in fixed:
-        name = {"vllm": "vLLM", "ours": f"ours ({backend})", "python": "ours (python)"}[k]
+        name = {"vllm": "vLLM", "ours": f"ours ({backend})"}.get(k, f"{k} core")
         print(f"  {name:<16} fixed {fixed[k]:5.1f} us per call (max_length 0: no probe), "
               + (f"{per[k]:4.0f} ns per probe" if k in per else "per probe n/a"))
     missed = [c for c in cells if any(not v["ok"] for k, v in c["targets"].items()
                                        if k.startswith("speedup"))]
     if missed:
-        print(f"speedup misses ({backend} backend): measured / want; pbound = vLLM / (our probes as bare "
+        print(f"speedup misses (ours, {backend} core): measured / want; pbound = vLLM / (our probes as bare "
               "get_cached_block calls), ceil = vLLM / (those + our fixed cost per call), timed in the cell:")
         for c in missed:
             want = (c["targets"].get("speedup>=1.5xseed") or c["targets"]["speedup>=100x"])["want"]
@@ -725,12 +800,13 @@ def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], sched: list
     print()
     for s in sched:
         m = s["median_ms"]
-        py = f", ours on python {m['python']:.1f} ms ({s['python_speedup']:.2f}x)" if "python" in m else ""
+        extra = (f", ours on the {other} core {m[other]:.1f} ms ({s['other_speedup']:.2f}x)"
+                 if other else "")
         print(f"scheduler: {s['api']} ({s['coordinator']}, {s['groups']}), batch of {s['requests']} "
               f"waiting requests x {s['context_tokens']} tokens, window {s['window_tokens']}, full attention "
               f"all cached, {s['swa_hit_rate']:.0%} random SWA hits:")
-        print(f"  vLLM {m['vllm']:.1f} ms, ours {m['ours']:.1f} ms ({s['speedup']:.2f}x){py}; with a free "
-              f"SWA lookup {m['swa_free']:.1f} ms, so the ceiling is {s['ceiling_speedup']:.2f}x (vLLM's SWA "
+        print(f"  vLLM {m['vllm']:.1f} ms, ours ({backend}) {m['ours']:.1f} ms ({s['speedup']:.2f}x){extra}; "
+              f"with a free SWA lookup {m['swa_free']:.1f} ms, so the ceiling is {s['ceiling_speedup']:.2f}x (vLLM's SWA "
               f"scan is {s['swa_share_of_vllm']:.0%} of the batch; the full-attention lookup, itself O(N), "
               "is most of the rest); get_cached_block calls per batch: "
               + ", ".join(f"{k} {v}" for k, v in s["probes_per_batch"].items()))
@@ -761,11 +837,13 @@ def main() -> int:
     known, version, digest = adapter_fingerprint.check_installed()
     impls = capture_impls()
     if impls.native_error:
-        print(f"WARNING: install() chose the native backend but it fails: {impls.native_error}; "
-              "measuring the python backend as ours")
-    if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1" and impls.backend != "native":
-        print(f"PREFIX_CACHE_REQUIRE_NATIVE=1 but ours runs on the {impls.backend} backend "
-              f"({impls.native_error or vllm_adapter.status()['reason'] or 'native library unavailable'})")
+        print(f"WARNING: install() chose the native core but it fails: {impls.native_error}; "
+              "measuring the python core as ours")
+    if impls.other is None:
+        print(f"no extra column: {impls.other_error}")
+    if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1" and "native" not in (impls.backend, impls.other):
+        print("PREFIX_CACHE_REQUIRE_NATIVE=1 but the native core is measured in neither column "
+              f"({impls.other_error or 'native library unavailable'})")
         return 1
     max_n = max(s.context for s in cell_specs(args.quick)) // BS
     hashes = make_block_hashes(max_n, b"bench-vllm")
@@ -776,13 +854,12 @@ def main() -> int:
     cost = cost_model(impls, hashes, min(max_n, 8192), target_ns, max(rounds, 3), cells)
     sched = [scheduler_bench(impls, w, nr, ctx, SEED_HIT_RATE, sched_rounds, rng)
              for w, nr, ctx in sched_cfgs]
-    has_python = "python" in impls.table
     print(f"vLLM {version} (fingerprint {digest[:16]}, {'known' if known else 'UNKNOWN'}) real BlockPool, "
           f"block size {BS}, 32-byte hashes; answers checked and probes counted on {max(masks, probe_masks)} "
           f"masks per cell, timed on {masks} masks x {rounds} rounds"
           + (" [QUICK: timings mean nothing]" if args.quick else ""))
-    print_table(cells, impls.backend, has_python)
-    summary = print_summary(cells, cost, sched, impls.backend, args.quick)
+    print_table(cells, impls.backend, impls.other)
+    summary = print_summary(cells, cost, sched, impls.backend, impls.other, args.quick)
     wall = time.perf_counter() - started
     RESULTS.mkdir(exist_ok=True)
     stem = "vllm-quick" if args.quick else f"vllm-{time.strftime('%Y%m%dT%H%M%S')}"
@@ -799,7 +876,10 @@ def main() -> int:
                         "vllm": getattr(vllm, "__version__", "unknown")},
         "vllm_version": version,
         "vllm_fingerprint": {"known": known, "version": version, "sha256": digest},
+        "core": impls.backend,
         "backend": impls.backend,
+        "other_core": impls.other,
+        "other_error": impls.other_error,
         "native_error": impls.native_error,
         "implementations": list(impls.table),
         "targets": summary,

@@ -6,9 +6,10 @@ newest benchmarks/results/vllm-*.json, written next to it as .png).
 Two panels over the random-mask cells at the seed's 5% hit rate (one group,
 no EAGLE, no extra alignment): ``get_cached_block`` calls per lookup, and the
 median latency per lookup, against the number of blocks N; one colour per
-sliding window, solid for ours (the active backend), dotted for ours on the
-pure-Python backend, dashed for vLLM's scan (whose probes are N for every
-window), grey for the lower bound N/need + 1.
+sliding window, solid for ours (the core install() picked), dotted for ours
+on the other core when the receipt has one (``other_core``), dashed for
+vLLM's scan (whose probes are N for every window), grey for the lower bound
+N/need + 1.
 
 Uses matplotlib when it is importable; otherwise draws the same two panels
 with Pillow (a vLLM dependency, so always in this venv), without a font
@@ -36,7 +37,13 @@ def series(receipt: dict[str, Any], hit_rate: float = 0.05) -> dict[str, Any]:
         and not c["eagle"] and c["alignment_tokens"] == c["block_size"]
     ]
     windows = sorted({c["window_tokens"] for c in cells}, reverse=True)
-    out: dict[str, Any] = {"windows": windows, "backend": receipt.get("backend", "?"), "lines": []}
+    core = receipt.get("core", receipt.get("backend", "?"))
+    # The extra column: ``other_core`` (older receipts: "python" when ours was native).
+    other = receipt.get("other_core")
+    other_key = "other_median_us"
+    if other is None and "other_core" not in receipt and "python" in receipt.get("implementations", []):
+        other, other_key = "python", "python_median_us"
+    out: dict[str, Any] = {"windows": windows, "backend": core, "lines": []}
     vllm_probes = sorted({(c["n_blocks"], c["vllm_probes"]) for c in cells})
     if vllm_probes:
         out["lines"].append(("probes", "vLLM scan", None, "--", vllm_probes))
@@ -51,9 +58,9 @@ def series(receipt: dict[str, Any], hit_rate: float = 0.05) -> dict[str, Any]:
                              [(c["n_blocks"], c["vllm_median_us"]) for c in pts]))
         out["lines"].append(("latency", f"ours ({out['backend']}), window {w}", color, "-",
                              [(c["n_blocks"], c["median_us"]) for c in pts]))
-        if "python" in receipt.get("implementations", []):
-            out["lines"].append(("latency", f"ours (python), window {w}", color, ":",
-                                 [(c["n_blocks"], c["python_median_us"]) for c in pts]))
+        if other:
+            out["lines"].append(("latency", f"ours ({other}), window {w}", color, ":",
+                                 [(c["n_blocks"], c[other_key]) for c in pts]))
     return out
 
 
