@@ -648,6 +648,28 @@ def test_findHit_eq_legacyScan() -> None:
     _count("findHit_eq_legacyScan", k)
 
 
+def test_strideSearch_eq_legacyScan() -> None:
+    """`legacyScan cached n need period eg = hitOf cached n (effNeed need)
+    period eg (strideSearch cached n (effNeed need) period eg)` (with
+    `1 ≤ period`, `eg ≤ 1`), on the transcribed definitions, every mask up to
+    `MAX_EXHAUSTIVE_N` blocks, `need` 0..4 (0 is clamped)."""
+    k = 0
+    for n in range(MAX_EXHAUSTIVE_N + 1):
+        for bits in range(1 << n):
+            mask = bytes((bits >> i) & 1 for i in range(n))
+            c = _cached_fn(mask, tail=b"\x01\x01")
+            for need, period, eg in itertools.product((0,) + NEEDS, PERIODS, (0, 1)):
+                eff = _eff_need(need)
+                end, _, _ = _stride_search(c, n, eff, period, eg)
+                if end is not None:
+                    named = (_sub(end, eg), _sub(end, eff))
+                else:
+                    named = (_prefix_fallback(c, n, eff, period, eg), 0)
+                assert _legacy_scan(c, n, need, period, eg) == named, (mask, need, period, eg)
+                k += 1
+    _count("strideSearch_eq_legacyScan", k)
+
+
 @SETTINGS
 @given(
     masks,

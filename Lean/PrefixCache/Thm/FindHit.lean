@@ -100,6 +100,19 @@ theorem findHit_eq_legacyScan (cached : Nat → Bool) (n need period eg : Nat)
   swaHit_unique (findHit_spec cached n need period eg hp)
     (legacyScan_spec cached n need period eg hp heg)
 
+/-- **The stride search alone agrees with vLLM's scan.** Whenever the
+stride search (on the clamped `need`) finds a window ending at `e`, vLLM's
+right-to-left scan returns exactly the hit it names (length `e - eg`, first
+real block `e - need`); when it finds none, vLLM's scan returns the prefix
+fallback from block 0. This is `findHit_eq_legacyScan` read through the
+definition of `findHit`. -/
+theorem strideSearch_eq_legacyScan (cached : Nat → Bool) (n need period eg : Nat)
+    (hp : 1 ≤ period) (heg : eg ≤ 1) :
+    legacyScan cached n need period eg =
+      hitOf cached n (effNeed need) period eg
+        (strideSearch cached n (effNeed need) period eg) :=
+  (findHit_eq_legacyScan cached n need period eg hp heg).symm
+
 /-- **`need = 0` is handled.** `findHit` clamps `need` to at least 1, so
 `need = 0` gives exactly the answer for `need = 1` (vLLM's loop behaves the
 same way: `legacyScan_need_zero`). -/
