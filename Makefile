@@ -18,10 +18,12 @@ CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
 CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c
+C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c \
+	extracted_c/joint.c extracted_c/joint.h extracted_c/reachable.c extracted_c/reachable.h
 # The library: the proved mask instance and the probe instance, which is
 # prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
-C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c
+C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c \
+	extracted_c/joint.c extracted_c/reachable.c
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
@@ -102,7 +104,7 @@ ffi-test: setup lib
 ffi-test-asan: setup lib-asan
 	$(TEST_ENV) PREFIX_CACHE_LIB=$(LIB_ASAN) ASAN_OPTIONS=detect_leaks=0 \
 		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-		$(PY) -m pytest -q -p no:cacheprovider tests/test_ffi.py tests/test_bad_input.py
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
 
 lint-lean:
 	$(PYTHON) scripts/lint_lean.py .

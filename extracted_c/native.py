@@ -233,3 +233,224 @@ def legacy_scan(
 ) -> NativeHit:
     """C ``legacy_scan``: vLLM's O(N) loop, proved to meet the same spec."""
     return _hit_call("legacy_scan", cached, n, need, period, eagle)
+
+
+# ---- the multi-group lookup and the store mask (joint.h, reachable.h) ------
+
+# Mirrors extracted_c/joint.h and extracted_c/reachable.h;
+# tests/test_ffi_joint.py checks they agree.
+CDEF_JOINT = """
+typedef struct { int64_t block_size; int64_t sliding_window; int64_t mask_offset; int64_t mask_len; int is_full; int eagle; } pc_group;
+typedef struct { int64_t length; int64_t first_real; int64_t tokens; int64_t verified; } pc_group_answer;
+typedef struct { int64_t hit_length; int64_t num_uncached_common_prefix_tokens; int64_t rounds; } pc_joint_result;
+int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len,
+                  int64_t max_length, int64_t align, int drop, int64_t *first_real);
+void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks,
+                  int64_t masks_len, int64_t max_cache_hit_length,
+                  int64_t alignment_tokens, int64_t cap_tokens,
+                  pc_group_answer *answers, int64_t *trace, pc_joint_result *out);
+int reachable_mask(int64_t start_block, int64_t end_block, int64_t alignment_tokens,
+                   int64_t block_size, int64_t sliding_window, int use_eagle,
+                   int64_t retention_interval, const int64_t *reachable_boundaries,
+                   int64_t num_boundaries, int64_t final_segment_end_block,
+                   uint8_t *out);
+"""
+_ffi.cdef(CDEF_JOINT)
+
+# Python's None for the optional integers of reachable_mask (reachable.h).
+PC_NONE = -1
+# The joint loop records one trace entry per round; its buffer is bounded
+# so that a huge max_cache_hit_length / alignment_tokens is a ValueError,
+# not an allocation failure.
+MAX_TRACE = 1 << 26
+_INT64_MIN = -(1 << 63)
+
+
+def _check_optional(name: str, value: object, low: int, high: int) -> int:
+    if value is None:
+        return PC_NONE
+    return _check_int(name, value, low, high)
+
+
+def _check_bool(name: str, value: object) -> int:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {type(value).__name__}")
+    return int(value)
+
+
+def reachable_mask(
+    start_block: int,
+    end_block: int,
+    alignment_tokens: int | None,
+    block_size: int,
+    sliding_window: int,
+    use_eagle: bool,
+    retention_interval: int | None = None,
+    reachable_boundaries: Any = (),
+    final_segment_end_block: int | None = None,
+) -> list[bool] | None:
+    """C ``reachable_mask`` (pyspec.reachable.reachable_mask's signature):
+    entry ``i - start_block`` says whether block ``i`` is kept; None keeps
+    every block. Windows are at least 0 tokens, boundaries at most 2**62."""
+    start_block = _check_int("start_block", start_block, 0, SIZE_LIMIT)
+    end_block = _check_int("end_block", end_block, start_block, SIZE_LIMIT)
+    align = _check_optional("alignment_tokens", alignment_tokens, 1, SIZE_LIMIT)
+    block_size = _check_int("block_size", block_size, 1, SIZE_LIMIT)
+    sliding_window = _check_int("sliding_window", sliding_window, 0, SIZE_LIMIT)
+    eagle = _check_bool("use_eagle", use_eagle)
+    retention = _check_optional("retention_interval", retention_interval, 0, SIZE_LIMIT)
+    final = _check_optional("final_segment_end_block", final_segment_end_block, 0, SIZE_LIMIT)
+    if isinstance(reachable_boundaries, (str, bytes)) or reachable_boundaries is None:
+        raise ValueError("reachable_boundaries must be a sequence of ints")
+    try:
+        bounds = list(reachable_boundaries)
+    except TypeError:
+        raise ValueError(
+            f"reachable_boundaries must be a sequence of ints, got "
+            f"{type(reachable_boundaries).__name__}"
+        ) from None
+    for i, p in enumerate(bounds):
+        _check_int(f"reachable_boundaries[{i}]", p, _INT64_MIN, SIZE_LIMIT)
+    length = end_block - start_block
+    out = _ffi.new("uint8_t[]", max(length, 1))
+    cbounds = _ffi.new("int64_t[]", bounds if bounds else [0])
+    masked = load().reachable_mask(
+        start_block, end_block, align, block_size, sliding_window, eagle,
+        retention, cbounds, len(bounds), final, out,
+    )
+    if not masked:
+        return None
+    return [out[i] != 0 for i in range(length)]
+
+
+@dataclass(frozen=True)
+class NativeJoint:
+    """A C ``joint_lookup`` result, shaped like ``pyspec.joint.JointResult``
+    (per original group, in group order), plus the C-only ``trace``."""
+
+    hit_length: int
+    groups: tuple[Any, ...]
+    num_uncached_common_prefix_tokens: int
+    rounds: int
+    trace: tuple[int, ...]
+
+
+def _check_group(name: str, g: object) -> None:
+    """A pyspec.joint.Group (or AttentionGroup) with fields in the C range."""
+    from pyspec.joint import AttentionGroup, Group
+
+    if not isinstance(g, (Group, AttentionGroup)):
+        raise ValueError(f"{name} must be a pyspec.joint.Group, got {type(g).__name__}")
+    _check_int(f"{name}.block_size", g.block_size, 1, SIZE_LIMIT)
+    if g.sliding_window is not None:
+        _check_int(f"{name}.sliding_window", g.sliding_window, -SIZE_LIMIT, SIZE_LIMIT)
+    _check_bool(f"{name}.eagle", g.eagle)
+    if isinstance(g.cached, (str, bytes)) or g.cached is None:
+        raise ValueError(f"{name}.cached must be a sequence of bools")
+    try:
+        len(g.cached)
+    except TypeError:
+        raise ValueError(f"{name}.cached must be a sequence of bools") from None
+
+
+def _pack_group(group: Any, masks: bytearray) -> tuple[int, int, int, int, int, int]:
+    offset = len(masks)
+    masks.extend(1 if x else 0 for x in group.cached)
+    return (group.block_size, group.sliding_window or 0, offset, len(group.cached),
+            int(group.is_full), int(group.eagle))
+
+
+def group_hit(group: Any, max_length: int, alignment_tokens: int, drop_eagle_block: bool) -> tuple[int, int]:
+    """C ``group_hit``: one lookup of one (attention) group, as
+    ``pyspec.joint.group_hit``: ``(hit tokens, first_real)``. The group's
+    block size must divide ``alignment_tokens``. A lookup reads at most the
+    group's mask (where a sliding-window mask is shorter than
+    ``max_length // block_size``, pyspec raises and the C reads the mask)."""
+    _check_group("group", group)
+    bs = group.block_size
+    max_length = _check_int("max_length", max_length, 0, SIZE_LIMIT)
+    align = _check_int("alignment_tokens", alignment_tokens, 1, SIZE_LIMIT)
+    drop = _check_bool("drop_eagle_block", drop_eagle_block)
+    if align % bs:
+        raise ValueError(f"alignment_tokens {align} must be a multiple of group.block_size {bs}")
+    masks = bytearray()
+    packed = _pack_group(group, masks)
+    cg = _ffi.new("pc_group *", packed)
+    buf = _ffi.from_buffer("uint8_t[]", masks) if masks else _ffi.new("uint8_t[]", 1)
+    first_real = _ffi.new("int64_t *", 0)
+    tokens = load().group_hit(cg, buf, len(masks), max_length, align, drop, first_real)
+    return int(tokens), int(first_real[0])
+
+
+def joint_lookup(
+    groups: Any,
+    max_cache_hit_length: int,
+    alignment_tokens: int,
+    hash_block_size: int,
+    num_hash_blocks: int,
+) -> NativeJoint:
+    """C ``joint_lookup`` with ``pyspec.joint.joint_lookup``'s signature.
+    Groups with equal specs are merged by ``pyspec.joint.attention_groups``
+    (the C takes attention groups); every argument is checked first, as
+    pyspec checks it. A lookup reads at most its group's mask: where pyspec
+    raises because a sliding-window lookup asks past the mask
+    (``max_cache_hit_length`` above ``num_hash_blocks * hash_block_size``),
+    the C answers from the mask."""
+    from pyspec.joint import GroupAnswer, attention_groups, max_rounds_bound
+
+    if isinstance(groups, (str, bytes)) or groups is None:
+        raise ValueError("groups must be a sequence of pyspec.joint.Group")
+    try:
+        groups = list(groups)
+    except TypeError:
+        raise ValueError(
+            f"groups must be a sequence of pyspec.joint.Group, got {type(groups).__name__}"
+        ) from None
+    if len(groups) < 2:
+        raise ValueError(f"groups must hold at least two groups (a hybrid coordinator), got {len(groups)}")
+    for gid, g in enumerate(groups):
+        _check_group(f"groups[{gid}]", g)
+    max_len = _check_int("max_cache_hit_length", max_cache_hit_length, 0, SIZE_LIMIT)
+    align = _check_int("alignment_tokens", alignment_tokens, 1, SIZE_LIMIT)
+    h = _check_int("hash_block_size", hash_block_size, 1, SIZE_LIMIT)
+    num_hash = _check_int("num_hash_blocks", num_hash_blocks, 0, SIZE_LIMIT)
+    cap = num_hash * h
+    if cap > SIZE_LIMIT:
+        raise ValueError(f"num_hash_blocks * hash_block_size must be <= 2**62, got {cap}")
+    if max_rounds_bound(max_len, align) + 1 > MAX_TRACE:
+        raise ValueError(
+            f"max_cache_hit_length // alignment_tokens must be < {MAX_TRACE - 3}, "
+            f"got {max_len // align}"
+        )
+    for gid, g in enumerate(groups):
+        if g.block_size % h or align % g.block_size:
+            raise ValueError(
+                f"groups[{gid}].block_size {g.block_size} must be a multiple of "
+                f"hash_block_size and divide alignment_tokens"
+            )
+        need = cap // g.block_size
+        if len(g.cached) < need:
+            raise ValueError(f"groups[{gid}].cached has {len(g.cached)} < {need} entries")
+    agroups = attention_groups(groups)
+    masks = bytearray()
+    packed = [_pack_group(a, masks) for a in agroups]
+    cgroups = _ffi.new("pc_group[]", packed)
+    buf = _ffi.from_buffer("uint8_t[]", masks) if masks else _ffi.new("uint8_t[]", 1)
+    answers = _ffi.new("pc_group_answer[]", len(agroups))
+    trace = _ffi.new("int64_t[]", max_rounds_bound(max_len, align) + 1)
+    out = _ffi.new("pc_joint_result *")
+    load().joint_lookup(cgroups, len(agroups), buf, len(masks), max_len, align, cap,
+                        answers, trace, out)
+    per_group: list[Any] = [None] * len(groups)
+    for idx, a in enumerate(agroups):
+        for gid in a.members:
+            per_group[gid] = GroupAnswer(length=int(answers[idx].length),
+                                         first_real=int(answers[idx].first_real))
+    rounds = int(out.rounds)
+    return NativeJoint(
+        hit_length=int(out.hit_length),
+        groups=tuple(per_group),
+        num_uncached_common_prefix_tokens=int(out.num_uncached_common_prefix_tokens),
+        rounds=rounds,
+        trace=tuple(int(trace[r]) for r in range(rounds + 1)),
+    )

@@ -1,0 +1,369 @@
+/*
+ * joint.c -- verified C99 multi-group (hybrid) prefix-cache lookup:
+ * vLLM's HybridKVCacheCoordinator.find_longest_cache_hit fixed point.
+ *
+ * Where this comes from: hand-written from pyspec/joint.py (joint_lookup,
+ * group_hit, full_attention_hit), same names, same loop, same lookups in
+ * the same order; a sliding-window lookup is the proved find_hit
+ * (prefix_cache.h), used through its contract. It is NOT generated.
+ * Frama-C/WP proves the contracts in joint.h (with -wp-rte: no undefined
+ * behaviour, termination within max_rounds_bound rounds);
+ * extracted_c/verify.sh runs the proof and checks that broken copies of
+ * this file are rejected. Never patch this file without re-running
+ * extracted_c/verify.sh.
+ *
+ * C99, no dependencies beyond <stdint.h>.
+ */
+#include "joint.h"
+
+/*@ // ---- arithmetic facts (non-negative operands) ------------------------
+    lemma jl_mul_lt:
+      \forall integer q, x, a; 1 <= a && q < x ==> q * a + a <= x * a;
+    lemma jl_mul_mod:
+      \forall integer x, a; 0 <= x && 1 <= a ==> (x * a) % a == 0;
+    lemma jl_div_mono:
+      \forall integer x, y, a; 0 <= x <= y && 1 <= a ==> x / a <= y / a;
+    lemma jl_mod_zero_eq:
+      \forall integer x, p; 0 <= x && 1 <= p && x % p == 0 ==>
+        x == x / p * p;
+    lemma jl_mod_range:
+      \forall integer x, p; 0 <= x && 1 <= p ==> 0 <= x % p < p;
+    lemma jl_realign_is_multiple:
+      \forall integer x, p; 0 <= x && 1 <= p ==> (x - x % p) % p == 0;
+    lemma jl_div_mul_le:
+      \forall integer x, a; 0 <= x && 1 <= a ==> 0 <= x / a * a <= x;
+    lemma jl_mul_le:
+      \forall integer l, n, b; 0 <= l <= n && 1 <= b ==> l * b <= n * b;
+    lemma jl_div_step:
+      \forall integer x, y, a; 1 <= a && 0 <= x < y && x % a == 0 &&
+        y % a == 0 ==> x / a + 1 <= y / a;
+
+    // ---- the EAGLE drop lands below max_length ----------------------------
+    lemma jl_fallback_eagle:
+      \forall integer p, per; 0 <= p && 1 <= per ==>
+        fallback_length(p, per, 1) == 0 || fallback_length(p, per, 1) <= p - 1;
+    lemma jl_swa_hit_eagle{L}:
+      \forall uint8_t *c, integer n, need, period, length, first_real;
+        0 <= n && 1 <= need && 1 <= period &&
+        swa_hit(c, n, need, period, 1, length, first_real) ==>
+          length == 0 || length + 1 <= n;
+*/
+
+/* pyspec.joint.full_attention_hit (block-aligned mode), in tokens. */
+/*@ requires 1 <= bs <= align <= PC_MAX_BLOCKS && align % bs == 0;
+    requires 0 <= max_length <= PC_MAX_BLOCKS;
+    requires 0 <= len;
+    requires \valid_read(cached + (0 .. len - 1));
+    requires drop == 0 || drop == 1;
+    assigns \nothing;
+    ensures answer: aligned_answer(\result, max_length, align);
+    ensures eagle_drop: drop == 1 ==> \result == 0 || \result + bs <= max_length;
+*/
+static int64_t full_attention_hit(const uint8_t *cached, int64_t len, int64_t max_length, int64_t bs, int64_t align, int drop)
+{
+    int64_t limit = max_length / bs;
+    int64_t prefix = 0;
+    int64_t hit;
+    if (limit > len) {
+        limit = len;
+    }
+    /*@ assert limit_tokens: 0 <= limit * bs <= max_length; */
+    /*@ loop invariant 0 <= prefix <= limit;
+        loop assigns prefix;
+        loop variant limit - prefix;
+    */
+    while (prefix < limit && cached[prefix] != 0) {
+        prefix++;
+    }
+    /*@ assert prefix_tokens: 0 <= prefix * bs <= max_length; */
+    hit = prefix * bs;
+    if (drop && hit > 0) {
+        /*@ assert 1 <= prefix; */
+        hit -= bs; /* min(alignment_tokens, block_size) == block_size */
+        /*@ assert 0 <= hit && hit + bs <= max_length; */
+    }
+    /*@ assert 0 <= hit - hit % align <= hit; */
+    return hit - hit % align;
+}
+
+/* find_hit, seen from the joint loop: the hit in blocks, within n,
+ * aligned to the period, and with the EAGLE drop at least one block below
+ * n. */
+/*@ requires 0 <= n <= PC_MAX_BLOCKS;
+    requires 1 <= period;
+    requires drop == 0 || drop == 1;
+    requires \valid_read(cached + (0 .. n - 1));
+    requires \valid(first_real);
+    requires \separated(first_real, cached + (0 .. n - 1));
+    assigns *first_real;
+    ensures in_range: 0 <= \result <= n;
+    ensures gate: \result % period == 0;
+    ensures eagle_drop: drop == 1 ==> \result == 0 || \result + 1 <= n;
+    ensures null_prefix: 0 <= *first_real <= \result;
+*/
+static int64_t swa_blocks(const uint8_t *cached, int64_t n, int64_t need, int64_t period, int drop, int64_t *first_real)
+{
+    pc_hit_result hit;
+    find_hit(cached, n, need, period, drop, &hit);
+    *first_real = hit.first_real;
+    return hit.length;
+}
+
+int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, int64_t max_length, int64_t align, int drop, int64_t *first_real)
+{
+    int64_t bs = g->block_size;
+    const uint8_t *cached = masks + g->mask_offset;
+    int64_t n;
+    int64_t a;
+    int64_t need;
+    int64_t period;
+    int64_t length;
+
+    (void)masks_len; /* the contract's bound on g's mask */
+    if (g->is_full) {
+        *first_real = 0;
+        return full_attention_hit(cached, g->mask_len, max_length, bs, align, drop);
+    }
+    n = max_length / bs;
+    if (n > g->mask_len) {
+        n = g->mask_len;
+    }
+    /* need = cdiv(window - 1, bs) + drop (vLLM's cdiv; C's / truncates,
+     * which is the ceiling for a <= 0). */
+    a = g->sliding_window - 1;
+    need = a / bs;
+    if (a > 0 && a % bs != 0) {
+        need++;
+    }
+    need += drop;
+    period = align / bs;
+    length = swa_blocks(cached, n, need, period, drop, first_real);
+    /*@ assert n_tokens: 0 <= n * bs <= max_length; */
+    /*@ assert tokens_in_range: 0 <= length * bs <= n * bs; */
+    /* the block-level gate (period = align / bs) is the token-level one */
+    /*@ assert align_eq: align == period * bs; */
+    /*@ assert length_eq: length == (length / period) * period; */
+    /*@ assert tokens_eq: length * bs == (length / period) * align; */
+    /*@ assert tokens_aligned: (length * bs) % align == 0; */
+    /*@ assert drop_below: drop == 1 ==> length == 0 ||
+                           length * bs + bs <= n * bs; */
+    return length * bs;
+}
+
+/* #32802: a non-dropping lookup that shrinks the candidate clears the
+ * verified set. */
+/*@ requires 0 <= num_groups;
+    requires \valid(answers + (0 .. num_groups - 1));
+    assigns answers[0 .. num_groups - 1].verified;
+    ensures \forall integer i; 0 <= i < num_groups ==> answers[i].verified == 0;
+*/
+static void clear_verified(pc_group_answer *answers, int64_t num_groups)
+{
+    int64_t j;
+    /*@ loop invariant 0 <= j <= num_groups;
+        loop invariant \forall integer i; 0 <= i < j ==> answers[i].verified == 0;
+        loop assigns j, answers[0 .. num_groups - 1].verified;
+        loop variant num_groups - j;
+    */
+    for (j = 0; j < num_groups; j++) {
+        answers[j].verified = 0;
+    }
+}
+
+/* One round (one pass over the attention groups) of pyspec.joint_lookup's
+ * loop, from the candidate hit_length; returns curr at the end. first: the
+ * first round (full attention is looked up only then; hit_length may be
+ * unaligned only then). */
+/*@ requires 1 <= num_groups <= PC_MAX_BLOCKS;
+    requires 1 <= align <= PC_MAX_BLOCKS;
+    requires 0 <= hit_length <= max_len <= PC_MAX_BLOCKS;
+    requires 0 <= cap <= PC_MAX_BLOCKS;
+    requires 0 <= masks_len;
+    requires first == 0 || first == 1;
+    requires first == 0 ==> hit_length % align == 0;
+    requires \valid_read(groups + (0 .. num_groups - 1));
+    requires \forall integer k; 0 <= k < num_groups ==>
+               well_formed_group(groups + k, align, masks_len);
+    requires \valid_read(masks + (0 .. masks_len - 1));
+    requires \valid(answers + (0 .. num_groups - 1));
+    requires \valid(longest);
+    requires \separated(answers + (0 .. num_groups - 1), longest,
+                        groups + (0 .. num_groups - 1),
+                        masks + (0 .. masks_len - 1));
+    requires \separated(longest, groups + (0 .. num_groups - 1),
+                        masks + (0 .. masks_len - 1));
+    requires answers_ok(answers, num_groups, max_len, align);
+    requires 0 <= *longest <= max_len;
+    assigns answers[0 .. num_groups - 1], *longest;
+    ensures candidate_non_increasing: 0 <= \result <= hit_length;
+    ensures candidate_aligned: \result % align == 0;
+    ensures answers_ok(answers, num_groups, max_len, align);
+    ensures 0 <= *longest <= max_len;
+*/
+static int64_t joint_round(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_len, int64_t align, int64_t cap, int first, int64_t hit_length, pc_group_answer *answers, int64_t *longest)
+{
+    int64_t curr = hit_length;
+    int64_t k;
+    (void)max_len; /* the contract's bound on the answers */
+    /*@ loop invariant 0 <= k <= num_groups;
+        loop invariant curr_range: 0 <= curr <= hit_length;
+        loop invariant curr_aligned: k >= 1 || first == 0 ==>
+          curr % align == 0;
+        loop invariant longest_range: 0 <= *longest <= max_len;
+        loop invariant answers_ok(answers, num_groups, max_len, align);
+        loop assigns k, curr, *longest, answers[0 .. num_groups - 1];
+        loop variant num_groups - k;
+    */
+    for (k = 0; k < num_groups; k++) {
+        const pc_group *g = groups + k;
+        int64_t max_length = curr;
+        int64_t tokens;
+        int64_t first_real;
+        int drop;
+        if (g->is_full && !first) {
+            /* downward closed: looked up in the first round only */
+            if (answers[k].tokens < curr) {
+                curr = answers[k].tokens;
+            }
+            continue;
+        }
+        drop = g->eagle && !answers[k].verified;
+        if (drop) {
+            /* min(curr + block_size, cap_tokens) */
+            max_length = curr <= cap - g->block_size ? curr + g->block_size : cap;
+        }
+        tokens = group_hit(g, masks, masks_len, max_length, align, drop, &first_real);
+        /*@ assert lookup_below_candidate: 0 <= tokens <= curr; */
+        if (drop) {
+            answers[k].verified = 1;
+        } else if (tokens < curr) {
+            clear_verified(answers, num_groups);
+        }
+        curr = tokens;
+        answers[k].tokens = tokens;
+        answers[k].first_real = first_real;
+        if (curr > *longest) {
+            *longest = curr;
+        }
+    }
+    return curr;
+}
+
+/* Every answer starts at 0 (pyspec: None, never read before written). */
+/*@ requires 0 <= num_groups;
+    requires \valid(answers + (0 .. num_groups - 1));
+    assigns answers[0 .. num_groups - 1];
+    ensures \forall integer i; 0 <= i < num_groups ==>
+      answers[i].tokens == 0 && answers[i].first_real == 0;
+*/
+static void init_answers(pc_group_answer *answers, int64_t num_groups)
+{
+    int64_t k;
+    /*@ loop invariant 0 <= k <= num_groups;
+        loop invariant \forall integer i; 0 <= i < k ==>
+          answers[i].tokens == 0 && answers[i].first_real == 0;
+        loop assigns k, answers[0 .. num_groups - 1];
+        loop variant num_groups - k;
+    */
+    for (k = 0; k < num_groups; k++) {
+        answers[k].length = 0;
+        answers[k].first_real = 0;
+        answers[k].tokens = 0;
+        answers[k].verified = 0;
+    }
+}
+
+/* The blocks vLLM returns per group: full attention is cut to
+ * cdiv(hit_length, block_size) blocks; a sliding-window group keeps the
+ * list of its last lookup. */
+/*@ requires 1 <= num_groups <= PC_MAX_BLOCKS;
+    requires 1 <= align;
+    requires 0 <= hit_length <= PC_MAX_BLOCKS;
+    requires 0 <= masks_len;
+    requires \valid_read(groups + (0 .. num_groups - 1));
+    requires \forall integer k; 0 <= k < num_groups ==>
+               well_formed_group(groups + k, align, masks_len);
+    requires \valid(answers + (0 .. num_groups - 1));
+    requires \separated(answers + (0 .. num_groups - 1),
+                        groups + (0 .. num_groups - 1));
+    requires \forall integer i; 0 <= i < num_groups ==> 0 <= answers[i].tokens;
+    assigns answers[0 .. num_groups - 1].length;
+    ensures \forall integer i; 0 <= i < num_groups ==> 0 <= answers[i].length;
+*/
+static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t masks_len, int64_t align, int64_t hit_length, pc_group_answer *answers)
+{
+    int64_t k;
+    (void)masks_len;
+    (void)align;
+    /*@ loop invariant 0 <= k <= num_groups;
+        loop invariant \forall integer i; 0 <= i < k ==> 0 <= answers[i].length;
+        loop assigns k, answers[0 .. num_groups - 1].length;
+        loop variant num_groups - k;
+    */
+    for (k = 0; k < num_groups; k++) {
+        int64_t bs = groups[k].block_size;
+        if (groups[k].is_full) {
+            answers[k].length = hit_length / bs + (hit_length % bs != 0);
+        } else {
+            answers[k].length = answers[k].tokens / bs;
+        }
+    }
+}
+
+void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_cache_hit_length, int64_t alignment_tokens, int64_t cap_tokens, pc_group_answer *answers, int64_t *trace, pc_joint_result *out)
+{
+    int64_t hit_length = max_cache_hit_length;
+    int64_t longest = 0;
+    int64_t rounds = 0;
+    int64_t curr;
+    int simple_hybrid = num_groups == 2 && groups[0].is_full;
+
+    init_answers(answers, num_groups);
+
+    /*@ loop invariant rounds_range: 0 <= rounds;
+        loop invariant first_round: rounds == 0 ==>
+          hit_length == max_cache_hit_length;
+        loop invariant hit_range: 0 <= hit_length <= max_cache_hit_length;
+        loop invariant hit_aligned: rounds >= 1 ==>
+          hit_length % alignment_tokens == 0;
+        loop invariant round_budget: rounds >= 1 ==>
+          rounds + hit_length / alignment_tokens
+            <= 1 + max_cache_hit_length / alignment_tokens;
+        loop invariant trace_start: rounds >= 1 ==>
+          trace[0] == max_cache_hit_length;
+        loop invariant trace_strict: \forall integer r; 0 <= r < rounds - 1
+          ==> trace[r + 1] < trace[r];
+        loop invariant trace_last: rounds >= 1 ==>
+          hit_length < trace[rounds - 1];
+        loop invariant longest_range: 0 <= longest <= max_cache_hit_length;
+        loop invariant answers_ok(answers, num_groups, max_cache_hit_length,
+                                  alignment_tokens);
+        loop assigns rounds, hit_length, longest, curr,
+          answers[0 .. num_groups - 1],
+          trace[0 .. max_rounds_bound(max_cache_hit_length,
+                                      alignment_tokens)];
+        loop variant max_rounds_bound(max_cache_hit_length, alignment_tokens)
+                     - rounds;
+    */
+    for (;;) {
+        trace[rounds] = hit_length;
+        rounds++;
+        curr = joint_round(groups, num_groups, masks, masks_len, max_cache_hit_length, alignment_tokens, cap_tokens, rounds == 1, hit_length, answers, &longest);
+        if (curr >= hit_length) {
+            break;
+        }
+        /*@ assert budget: rounds == 1 ==>
+              curr / alignment_tokens <= max_cache_hit_length / alignment_tokens; */
+        /*@ assert budget_step: rounds >= 2 ==>
+              curr / alignment_tokens + 1 <= hit_length / alignment_tokens; */
+        hit_length = curr;
+        if (simple_hybrid) {
+            break;
+        }
+    }
+    trace[rounds] = hit_length;
+    set_lengths(groups, num_groups, masks_len, alignment_tokens, hit_length, answers);
+    out->hit_length = hit_length;
+    out->num_uncached_common_prefix_tokens = longest - hit_length;
+    out->rounds = rounds;
+}
