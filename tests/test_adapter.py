@@ -24,6 +24,7 @@ from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # no
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
     build_planted_cache,
+    count_fast_search,
     make_spec,
     split_mask_across_groups,
     unpatched,
@@ -104,8 +105,15 @@ def test_differential_against_vllm(core: str, monkeypatch) -> None:
     assert vllm_adapter.status()["backend"] == core
     calls_before = vllm_adapter.stats().calls
     cases = ADAPTER_CASES if core == vllm_adapter.Core.PYTHON.value else ADAPTER_CASES // 5
-    done = _random_lookups(random.Random(20261129), cases)
+    with count_fast_search() as fast:
+        done = _random_lookups(random.Random(20261129), cases)
     assert vllm_adapter.stats().calls - calls_before == done
+    # The python core answers through fast_search (pool read inlined), one
+    # and several groups; the native core never does.
+    if core == "python":
+        assert fast["one"] > done // 4 and fast["groups"] > done // 10, fast
+    else:
+        assert fast == {"one": 0, "groups": 0}, fast
     CASE_COUNTS[f"adapter vs vLLM ({vllm_adapter.status()['backend']} core)"] += done
 
 

@@ -2,9 +2,11 @@
 search parameters, each against vLLM's own method on real vLLM objects.
 
 * ``python_search`` is ``pyspec.find_hit`` (every small mask);
-* one-group and multi-group lookups read vLLM's hash map inline
-  (``OneGroupMask`` / ``GroupsMask``) and return vLLM's answer, also when
-  several blocks share a key (vLLM's own ``get_one_block`` answers those);
+* one-group and multi-group lookups read vLLM's hash map inline and return
+  vLLM's answer, also when several blocks share a key (vLLM's own
+  ``get_one_block`` answers those): with the python core through
+  ``fast_search`` (the search with the read inlined), with any other core
+  through the mask objects ``OneGroupMask`` / ``GroupsMask``;
 * the inline read is not used, and ``get_cached_block`` answers instead,
   when its fingerprint is unknown, when the pool's probe is overridden
   (instance, subclass, class) or when a group id is not a plain 4-byte int;
@@ -36,7 +38,7 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
 
 import vllm_adapter  # noqa: E402
 from pyspec import SearchParams, find_hit  # noqa: E402
-from vllm_adapter import Mode, fingerprint, swa_lookup  # noqa: E402
+from vllm_adapter import Mode, fingerprint, patch, swa_lookup  # noqa: E402
 
 
 def _vllm(**args):
@@ -58,9 +60,19 @@ def _assert_same(ours, theirs, context) -> None:
 
 @pytest.fixture
 def masks_built(monkeypatch) -> dict[str, int]:
-    """Count which mask class each lookup builds (the adapter looks the
-    classes up in its module at call time)."""
-    built = {"one": 0, "groups": 0, "pool": 0}
+    """Count which mask class each lookup builds, and the lookups answered
+    by fast_search (``fast_one`` / ``fast_groups``); the adapter looks all
+    of them up in its module at call time."""
+    built = {"one": 0, "groups": 0, "pool": 0, "fast_one": 0, "fast_groups": 0}
+    fast_one, fast_groups = swa_lookup.find_hit_one_group, swa_lookup.find_hit_groups
+
+    def counting_one(*args):
+        built["fast_one"] += 1
+        return fast_one(*args)
+
+    def counting_groups(*args):
+        built["fast_groups"] += 1
+        return fast_groups(*args)
 
     class One(swa_lookup.OneGroupMask):
         __slots__ = ()
@@ -86,7 +98,38 @@ def masks_built(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(swa_lookup, "OneGroupMask", One)
     monkeypatch.setattr(swa_lookup, "GroupsMask", Groups)
     monkeypatch.setattr(swa_lookup, "PoolMask", Pool)
+    monkeypatch.setattr(swa_lookup, "find_hit_one_group", counting_one)
+    monkeypatch.setattr(swa_lookup, "find_hit_groups", counting_groups)
     return built
+
+
+@pytest.fixture(params=["fast", "mask"])
+def inline_path(request, monkeypatch) -> str:
+    """``fast``: the python core, answered by fast_search; ``mask``: the
+    same search behind another name, so the adapter probes through the mask
+    objects (as it does for the native core)."""
+    if request.param == "mask":
+        def wrapped(cached, params):
+            return swa_lookup.python_search(cached, params)
+
+        monkeypatch.setattr(patch, "_choose_search", lambda: (wrapped, "python"))
+    return request.param
+
+
+def _assert_inline_path(built: dict[str, int], path: str) -> None:
+    """Both one- and several-group lookups took ``path``'s inline read."""
+    assert built["pool"] == 0
+    if path == "fast":
+        assert built["fast_one"] > 0 and built["fast_groups"] > 0
+        assert built["one"] == built["groups"] == 0
+    else:
+        assert built["one"] > 0 and built["groups"] > 0
+        assert built["fast_one"] == built["fast_groups"] == 0
+
+
+def _assert_no_inline_read(built: dict[str, int]) -> None:
+    assert built["one"] == built["groups"] == 0
+    assert built["fast_one"] == built["fast_groups"] == 0
 
 
 def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
@@ -143,21 +186,34 @@ def test_python_search_is_pyspec_find_hit() -> None:
     CASE_COUNTS["hot path: python_search = pyspec.find_hit"] += checked
 
 
-def test_inline_read_serves_one_and_many_groups(masks_built) -> None:
+def test_inline_read_serves_one_and_many_groups(masks_built, inline_path) -> None:
     assert vllm_adapter.install(Mode.ON)
     done = _lookups(random.Random(3), 6000)
-    assert masks_built["one"] > 0 and masks_built["groups"] > 0
-    assert masks_built["pool"] == 0
-    CASE_COUNTS["hot path: inline read vs vLLM"] += done
+    _assert_inline_path(masks_built, inline_path)
+    CASE_COUNTS[f"hot path: inline read vs vLLM ({inline_path})"] += done
 
 
-def test_inline_read_with_several_blocks_under_a_key(masks_built) -> None:
+def test_inline_read_with_several_blocks_under_a_key(masks_built, inline_path) -> None:
     """vLLM's map holds a dict under a key cached twice; the inline read
     hands those to vLLM's own get_one_block and must pick the same block."""
     assert vllm_adapter.install(Mode.ON)
     done = _lookups(random.Random(5), 3000, duplicates=0.4)
-    assert masks_built["one"] > 0 and masks_built["groups"] > 0
-    CASE_COUNTS["hot path: inline read, duplicate keys"] += done
+    _assert_inline_path(masks_built, inline_path)
+    CASE_COUNTS[f"hot path: inline read, duplicate keys ({inline_path})"] += done
+
+
+def test_an_error_in_fast_search_goes_to_vllm(monkeypatch, caplog) -> None:
+    """A failure inside the specialization is reported and vLLM answers."""
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(swa_lookup, "find_hit_one_group", broken)
+    assert vllm_adapter.install(Mode.ON)
+    args = _small_lookup()
+    errors = vllm_adapter.stats().errors
+    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+        _assert_same(_ours(**args), _vllm(**args), "fast_search raised")
+    assert vllm_adapter.stats().errors == errors + 1
 
 
 def test_unknown_pool_read_fingerprint_probes_through_vllm(monkeypatch, masks_built, caplog) -> None:
@@ -167,7 +223,7 @@ def test_unknown_pool_read_fingerprint_probes_through_vllm(monkeypatch, masks_bu
         assert vllm_adapter.install(Mode.ON)
     assert "probing through get_cached_block" in caplog.text
     done = _lookups(random.Random(9), 1500)
-    assert masks_built["one"] == masks_built["groups"] == 0
+    _assert_no_inline_read(masks_built)
     assert masks_built["pool"] > 0
     CASE_COUNTS["hot path: generic probe (fingerprint mismatch)"] += done
 
@@ -178,7 +234,7 @@ def test_a_block_class_with_a_truth_value_disables_the_inline_read(monkeypatch, 
     monkeypatch.setattr(KVCacheBlock, "__bool__", lambda self: True, raising=False)
     assert vllm_adapter.install(Mode.ON)
     _lookups(random.Random(13), 200)
-    assert masks_built["one"] == masks_built["groups"] == 0
+    _assert_no_inline_read(masks_built)
 
 
 def _small_lookup(group_ids=(0,), max_length=32) -> dict:
@@ -201,7 +257,8 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
         theirs = _vllm(**args)
     _assert_same(ours, theirs, "instance override")
     assert ours_count[0] > 0 and vllm_count[0] > 0
-    assert masks_built["pool"] == 1 and masks_built["one"] == 0
+    assert masks_built["pool"] == 1
+    _assert_no_inline_read(masks_built)
 
     class NothingCached(BlockPool):
         def get_cached_block(self, block_hash, kv_cache_group_ids):
@@ -222,7 +279,7 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
     monkeypatch.setattr(BlockPool, "get_cached_block", spy)
     _assert_same(_ours(**args), _vllm(**args), "class patch")
     assert calls
-    assert masks_built["one"] == 0
+    _assert_no_inline_read(masks_built)
 
 
 @pytest.mark.parametrize("group_id", [-1, 1 << 32, True, 1.0])
@@ -238,7 +295,7 @@ def test_odd_group_ids_go_through_vllms_probe(group_id, masks_built) -> None:
             _ours(**args)
     else:
         _assert_same(_ours(**args), theirs, group_id)
-    assert masks_built["one"] == 0
+    _assert_no_inline_read(masks_built)
     empty = dict(args, max_length=0)  # no probe at all: no error either
     _assert_same(_ours(**empty), _vllm(**empty), group_id)
 

@@ -13,7 +13,11 @@ once per shape and cached, and a probe of vLLM's own ``BlockPool`` reads
 its hash map directly, the way ``BlockPool.get_cached_block`` does, when
 the sources of that read match a known vLLM build
 (``fingerprint.check_pool_read``); any other pool is probed through its own
-``get_cached_block``.
+``get_cached_block``. With the python core, that direct read is written
+into the search loop itself (``fast_search``: pyspec's search specialized,
+tested probe for probe against pyspec), since a ``cached[i]`` method call
+per probe cost more than the read; with any other core it goes through the
+mask objects below.
 """
 
 from collections.abc import Callable, Sequence
@@ -22,6 +26,7 @@ from typing import Any, Protocol
 from pyspec import SearchParams
 from pyspec.params import alignment_period, contiguous_blocks_for_hit
 from pyspec.search import prefix_fallback, stride_search
+from vllm_adapter.fast_search import find_hit_groups, find_hit_one_group
 
 # search(cached, params) -> (length, first_real) of vLLM's hit, where reading
 # cached[i] probes the BlockPool for block i (see pyspec.HitResult for what
@@ -197,7 +202,10 @@ def make_lookup(
     those are sent to ``original`` up front), ``on_error`` is told and
     vLLM's own method answers, so serving never breaks because of us.
     ``counter.calls`` counts every call. ``pool_read``: the installed
-    vLLM's pool read path matches the one ``OneGroupMask`` reproduces.
+    vLLM's pool read path matches the one ``OneGroupMask`` and
+    ``fast_search`` reproduce. When ``search`` is ``python_search`` and the
+    read applies, ``fast_search`` answers (same probes, read inlined);
+    otherwise ``search`` runs on a mask object.
     """
     from vllm.v1.core import block_pool as block_pool_module
     from vllm.v1.core.kv_cache_utils import resolve_block_hashes
@@ -217,6 +225,11 @@ def make_lookup(
         pool_read = False
     params_cache: dict[tuple[int, int, int, int, bool], SearchParams] = {}
     suffixes: dict[int, bytes] = {}
+    single: dict[int, list[bytes]] = {}
+    # The python core runs as fast_search's specialization, probe inlined,
+    # whenever the inline read applies; the native core, or any other
+    # search, probes through a mask object.
+    inline_search = search is python_search
 
     def search_params(
         n: int, block_size: int, sliding_window: int, alignment_tokens: int, eagle: bool
@@ -242,11 +255,9 @@ def make_lookup(
                 suffixes[group_id] = suffix
         return suffix
 
-    def fast_mask(
-        n: int, hashes: Any, group_ids: list[int], block_pool: Any
-    ) -> Sequence[bool] | None:
-        """A mask reading ``block_pool``'s hash map inline, or None when the
-        pool or the groups are not the ones that read reproduces."""
+    def inline_map(block_pool: Any) -> Any | None:
+        """``block_pool``'s hash map when a dict read of it is what vLLM's
+        probe does (``OneGroupMask``), else None."""
         if (
             type(block_pool) is not pool_type
             or "get_cached_block" in block_pool.__dict__
@@ -262,22 +273,27 @@ def make_lookup(
             or type(hash_map._cache) is not dict
         ):
             return None
+        return hash_map
+
+    def suffixes_of(group_ids: list[int]) -> list[bytes] | None:
+        """The key suffix of each group, or None when one is not a plain
+        4-byte int. One group's list is remembered (the common case)."""
         if len(group_ids) == 1:
             group_id = group_ids[0]
-            # suffix_of, inline: this is the common case.
-            suffix = suffixes.get(group_id) if type(group_id) is int else None
-            if suffix is None:
+            one = single.get(group_id) if type(group_id) is int else None
+            if one is None:
                 suffix = suffix_of(group_id)
                 if suffix is None:
                     return None
-            return OneGroupMask(n, hashes, suffix, hash_map, block_type)
+                one = single[group_id] = [suffix]
+            return one
         group_suffixes = []
         for group_id in group_ids:
             suffix = suffix_of(group_id)
             if suffix is None:
                 return None
             group_suffixes.append(suffix)
-        return GroupsMask(n, hashes, group_suffixes, hash_map, block_type)
+        return group_suffixes
 
     def find_longest_cache_hit(
         cls: type,
@@ -337,14 +353,35 @@ def make_lookup(
         params = params_cache.get((n, block_size, sliding_window, alignment_tokens, eagle))
         if params is None:
             params = search_params(n, block_size, sliding_window, alignment_tokens, eagle)
-        cached = fast_mask(n, hashes, kv_cache_group_ids, block_pool) if pool_read else None
-        if cached is None:
-            cached = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
+        hash_map = inline_map(block_pool) if pool_read else None
+        group_suffixes = suffixes_of(kv_cache_group_ids) if hash_map is not None else None
         try:
-            length, first_real = search(cached, params)
+            one_group = len(kv_cache_group_ids) == 1
+            if group_suffixes is None:
+                cached: Any = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
+                length, first_real = search(cached, params)
+                found = cached.found
+                one_group = False  # found[i] is get_cached_block's list
+            elif inline_search and one_group:
+                length, first_real, found = find_hit_one_group(
+                    hash_map._cache.get, hash_map.get_one_block, hashes,
+                    group_suffixes[0], block_type, params,
+                )
+            elif inline_search:
+                length, first_real, found = find_hit_groups(
+                    hash_map._cache.get, hash_map.get_one_block, hashes,
+                    group_suffixes, block_type, params,
+                )
+            elif one_group:
+                cached = OneGroupMask(n, hashes, group_suffixes[0], hash_map, block_type)
+                length, first_real = search(cached, params)
+                found = cached.found
+            else:
+                cached = GroupsMask(n, hashes, group_suffixes, hash_map, block_type)
+                length, first_real = search(cached, params)
+                found = cached.found
             null = block_pool.null_block
-            found = cached.found
-            if type(cached) is OneGroupMask:
+            if one_group:
                 blocks = [null] * first_real
                 if length > first_real:
                     blocks += [found[i] for i in range(first_real, length)]
