@@ -23,6 +23,7 @@ from masks import random_alignment, random_mask, random_window  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
+    assert_same_answer,
     build_planted_cache,
     count_fast_search,
     make_spec,
@@ -44,15 +45,6 @@ ORIGINAL = ORIGINAL_LOOKUP
 
 def _vllm(*args, **kwargs):
     return ORIGINAL.__get__(None, SlidingWindowManager)(*args, **kwargs)
-
-
-def _assert_same(ours, theirs, context) -> None:
-    (blocks_ours, tokens_ours), (blocks_theirs, tokens_theirs) = ours, theirs
-    assert tokens_ours == tokens_theirs, context
-    assert len(blocks_ours) == len(blocks_theirs), context
-    for mine, vllms in zip(blocks_ours, blocks_theirs):
-        assert len(mine) == len(vllms), context
-        assert all(a is b for a, b in zip(mine, vllms)), context
 
 
 def _all_cached_lookup() -> dict:
@@ -90,7 +82,7 @@ def _random_lookups(rng: random.Random, cases: int) -> int:
             )
             theirs = _vllm(**args)
             ours = SlidingWindowManager.find_longest_cache_hit(**args)
-            _assert_same(ours, theirs, {k: v for k, v in args.items() if k != "block_hashes"})
+            assert_same_answer(ours, theirs, {k: v for k, v in args.items() if k != "block_hashes"})
             done += 1
     return done
 
@@ -176,7 +168,7 @@ def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, c
     before = vllm_adapter.stats().shadow_mismatches
     with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
         got = SlidingWindowManager.find_longest_cache_hit(**args)
-    _assert_same(got, _vllm(**args), "shadow must return vLLM's own answer")
+    assert_same_answer(got, _vllm(**args), "shadow must return vLLM's own answer")
     assert got[1] == 32
     assert vllm_adapter.stats().shadow_mismatches == before + 1
     mismatch = vllm_adapter.stats().last_mismatch
@@ -215,7 +207,7 @@ def test_inputs_outside_the_model_go_to_vllm() -> None:
             SlidingWindowManager.find_longest_cache_hit(**args)
     for overrides in (dict(max_length=-5), dict(alignment_tokens=-8)):
         args = {**base, **overrides}
-        _assert_same(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), overrides)
+        assert_same_answer(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), overrides)
 
 
 def test_vllm_loads_the_plugin_through_its_entry_point(monkeypatch) -> None:
@@ -241,7 +233,7 @@ def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
     errors = vllm_adapter.stats().errors
     with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
         for _ in range(3):
-            _assert_same(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), "")
+            assert_same_answer(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), "")
     assert vllm_adapter.stats().errors == errors + 3
     assert caplog.text.count("lookup failed") == (1 if errors == 0 else 0)
 

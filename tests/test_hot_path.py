@@ -29,6 +29,7 @@ from vllm.v1.core.kv_cache_utils import KVCacheBlock, make_block_hash_with_group
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
+    assert_same_answer,
     build_planted_cache,
     count_get_cached_block,
     make_spec,
@@ -47,15 +48,6 @@ def _vllm(**args):
 
 def _ours(**args):
     return SlidingWindowManager.find_longest_cache_hit(**args)
-
-
-def _assert_same(ours, theirs, context) -> None:
-    (blocks_ours, tokens_ours), (blocks_theirs, tokens_theirs) = ours, theirs
-    assert tokens_ours == tokens_theirs, context
-    assert len(blocks_ours) == len(blocks_theirs), context
-    for mine, vllms in zip(blocks_ours, blocks_theirs):
-        assert len(mine) == len(vllms), context
-        assert all(a is b for a, b in zip(mine, vllms)), context
 
 
 @pytest.fixture
@@ -167,7 +159,7 @@ def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
                 drop_eagle_block=rng.random() < 0.5,
                 alignment_tokens=random_alignment(rng, block_size),
             )
-            _assert_same(_ours(**args), _vllm(**args),
+            assert_same_answer(_ours(**args), _vllm(**args),
                          {k: v for k, v in args.items() if k != "block_hashes"})
             done += 1
     return done
@@ -212,7 +204,7 @@ def test_an_error_in_fast_search_goes_to_vllm(monkeypatch, caplog) -> None:
     args = _small_lookup()
     errors = vllm_adapter.stats().errors
     with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
-        _assert_same(_ours(**args), _vllm(**args), "fast_search raised")
+        assert_same_answer(_ours(**args), _vllm(**args), "fast_search raised")
     assert vllm_adapter.stats().errors == errors + 1
 
 
@@ -255,7 +247,7 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
         ours = _ours(**args)
     with count_get_cached_block(args["block_pool"]) as vllm_count:
         theirs = _vllm(**args)
-    _assert_same(ours, theirs, "instance override")
+    assert_same_answer(ours, theirs, "instance override")
     assert ours_count[0] > 0 and vllm_count[0] > 0
     assert masks_built["pool"] == 1
     _assert_no_inline_read(masks_built)
@@ -266,7 +258,7 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
 
     pool = NothingCached(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
     odd = dict(args, block_pool=pool)
-    _assert_same(_ours(**odd), _vllm(**odd), "subclass override")
+    assert_same_answer(_ours(**odd), _vllm(**odd), "subclass override")
     assert _ours(**odd)[1] == 0
 
     calls = []
@@ -277,7 +269,7 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
         return real(self, block_hash, kv_cache_group_ids)
 
     monkeypatch.setattr(BlockPool, "get_cached_block", spy)
-    _assert_same(_ours(**args), _vllm(**args), "class patch")
+    assert_same_answer(_ours(**args), _vllm(**args), "class patch")
     assert calls
     _assert_no_inline_read(masks_built)
 
@@ -294,10 +286,10 @@ def test_odd_group_ids_go_through_vllms_probe(group_id, masks_built) -> None:
         with pytest.raises(type(exc)):
             _ours(**args)
     else:
-        _assert_same(_ours(**args), theirs, group_id)
+        assert_same_answer(_ours(**args), theirs, group_id)
     _assert_no_inline_read(masks_built)
     empty = dict(args, max_length=0)  # no probe at all: no error either
-    _assert_same(_ours(**empty), _vllm(**empty), group_id)
+    assert_same_answer(_ours(**empty), _vllm(**empty), group_id)
 
 
 def test_params_cache_survives_being_emptied(monkeypatch) -> None:
@@ -313,7 +305,7 @@ def test_params_cache_survives_being_emptied(monkeypatch) -> None:
             drop_eagle_block=rng.random() < 0.5,
             alignment_tokens=rng.choice((4, 8, 2, 12)),
         )
-        _assert_same(_ours(**args), _vllm(**args), args["max_length"])
+        assert_same_answer(_ours(**args), _vllm(**args), args["max_length"])
 
 
 def test_calls_are_counted_once_per_lookup() -> None:

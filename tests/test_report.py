@@ -19,6 +19,7 @@ pytest.importorskip("vllm")
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
+    assert_same_answer,
     build_planted_cache,
     make_spec,
     unpatched,
@@ -37,14 +38,6 @@ def _lookup_args() -> dict:
     )
 
 
-def _same(a, b) -> bool:
-    (blocks_a, len_a), (blocks_b, len_b) = a, b
-    return len_a == len_b and all(
-        len(x) == len(y) and all(p is q for p, q in zip(x, y))
-        for x, y in zip(blocks_a, blocks_b)
-    )
-
-
 def test_off_without_stats_dir_patches_nothing(monkeypatch) -> None:
     monkeypatch.delenv(report.STATS_DIR_ENV, raising=False)
     assert not vllm_adapter.install(Mode.OFF)
@@ -59,7 +52,7 @@ def test_off_with_stats_dir_times_vllms_own_method(monkeypatch, tmp_path) -> Non
     before = vllm_adapter.stats().calls, vllm_adapter.stats().lookup_ns
     answer = SlidingWindowManager.find_longest_cache_hit(**args)
     theirs = ORIGINAL_LOOKUP.__get__(None, SlidingWindowManager)(**args)
-    assert _same(answer, theirs)
+    assert_same_answer(answer, theirs, "mode off")
     assert answer[1] == 32  # window of 2 blocks ending at block 8: all cached
     assert vllm_adapter.stats().calls == before[0] + 1
     assert vllm_adapter.stats().lookup_ns > before[1]

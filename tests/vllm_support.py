@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import torch
@@ -59,6 +60,17 @@ def unpatched() -> Iterator[None]:
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL_LOOKUP
 
 GroupMasks = Mapping[int, Sequence[bool]]
+
+
+def assert_same_answer(ours: Any, theirs: Any, context: object) -> None:
+    """Same lookup answer: equal hit tokens and, per group, the very same
+    block objects (identity, not equality)."""
+    (blocks_ours, tokens_ours), (blocks_theirs, tokens_theirs) = ours, theirs
+    assert tokens_ours == tokens_theirs, context
+    assert len(blocks_ours) == len(blocks_theirs), context
+    for mine, vllms in zip(blocks_ours, blocks_theirs):
+        assert len(mine) == len(vllms), context
+        assert all(a is b for a, b in zip(mine, vllms)), context
 
 
 def make_block_hash(index: int, salt: bytes = b"") -> BlockHash:
