@@ -21,6 +21,8 @@
       \forall integer q, x, a; 1 <= a && q < x ==> q * a + a <= x * a;
     lemma jl_mul_mod:
       \forall integer x, a; 0 <= x && 1 <= a ==> (x * a) % a == 0;
+    lemma jl_mul_mod_left:
+      \forall integer x, a; 0 <= x && 1 <= a ==> (a * x) % a == 0;
     lemma jl_div_mono:
       \forall integer x, y, a; 0 <= x <= y && 1 <= a ==> x / a <= y / a;
     lemma jl_mod_zero_eq:
@@ -34,6 +36,9 @@
       \forall integer x, a; 0 <= x && 1 <= a ==> 0 <= x / a * a <= x;
     lemma jl_mul_le:
       \forall integer l, n, b; 0 <= l <= n && 1 <= b ==> l * b <= n * b;
+    lemma jl_le_div_mul:
+      \forall integer l, x, b; 1 <= b && 0 <= x && 0 <= l <= x / b ==>
+        l * b <= x;
     lemma jl_div_step:
       \forall integer x, y, a; 1 <= a && 0 <= x < y && x % a == 0 &&
         y % a == 0 ==> x / a + 1 <= y / a;
@@ -67,6 +72,7 @@ static int64_t full_attention_hit(const uint8_t *cached, int64_t len, int64_t ma
     if (limit > len) {
         limit = len;
     }
+    /*@ assert limit_le: 0 <= limit <= max_length / bs; */
     /*@ assert limit_tokens: 0 <= limit * bs <= max_length; */
     /*@ loop invariant 0 <= prefix <= limit;
         loop assigns prefix;
@@ -109,6 +115,45 @@ static int64_t swa_blocks(const uint8_t *cached, int64_t n, int64_t need, int64_
     return hit.length;
 }
 
+/* A sliding-window hit of length blocks (gate period = align / bs) in
+ * tokens: an aligned answer within max_length (the block-level gate is
+ * the token-level one). */
+/*@ requires 1 <= bs <= align <= PC_MAX_BLOCKS && align % bs == 0;
+    requires 0 <= max_length <= PC_MAX_BLOCKS;
+    requires 0 <= n <= max_length / bs;
+    requires 0 <= length <= n;
+    requires period == align / bs;
+    requires gate: length % period == 0;
+    requires drop == 0 || drop == 1;
+    requires drop == 1 ==> length == 0 || length + 1 <= n;
+    assigns \nothing;
+    ensures in_range: 0 <= \result <= max_length;
+    ensures units: \result == (length / period) * align && 0 <= length / period;
+    ensures drop == 1 ==> \result == 0 || \result + bs <= max_length;
+*/
+static int64_t blocks_to_tokens(int64_t length, int64_t n, int64_t bs, int64_t period, int64_t align, int64_t max_length, int drop)
+{
+    /* n, period, align, max_length and drop are read only by the contract */
+    (void)n;
+    (void)period;
+    (void)align;
+    (void)max_length;
+    (void)drop;
+    /*@ assert n_tokens: 0 <= n * bs <= max_length; */
+    /*@ assert tokens_in_range: 0 <= length * bs <= n * bs; */
+    /*@ ghost int64_t q = length / period; */
+    /*@ assert align_eq: align == period * bs; */
+    /*@ assert length_eq: length == q * period; */
+    /*@ assert tokens_eq1: length * bs == q * period * bs; */
+    /*@ assert tokens_eq: length * bs == q * align; */
+    /*@ assert q_pos: 0 <= q; */
+    /*@ assert drop_step: drop == 1 && length != 0 ==>
+                          (length + 1) * bs <= n * bs; */
+    /*@ assert drop_below: drop == 1 ==> length == 0 ||
+                           length * bs + bs <= n * bs; */
+    return length * bs;
+}
+
 int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, int64_t max_length, int64_t align, int drop, int64_t *first_real)
 {
     int64_t bs = g->block_size;
@@ -118,6 +163,7 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
     int64_t need;
     int64_t period;
     int64_t length;
+    int64_t tokens;
 
     (void)masks_len; /* the contract's bound on g's mask */
     if (g->is_full) {
@@ -128,6 +174,7 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
     if (n > g->mask_len) {
         n = g->mask_len;
     }
+    /*@ assert n_le: 0 <= n <= max_length / bs; */
     /* need = cdiv(window - 1, bs) + drop (vLLM's cdiv; C's / truncates,
      * which is the ceiling for a <= 0). */
     a = g->sliding_window - 1;
@@ -138,16 +185,9 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
     need += drop;
     period = align / bs;
     length = swa_blocks(cached, n, need, period, drop, first_real);
-    /*@ assert n_tokens: 0 <= n * bs <= max_length; */
-    /*@ assert tokens_in_range: 0 <= length * bs <= n * bs; */
-    /* the block-level gate (period = align / bs) is the token-level one */
-    /*@ assert align_eq: align == period * bs; */
-    /*@ assert length_eq: length == (length / period) * period; */
-    /*@ assert tokens_eq: length * bs == (length / period) * align; */
-    /*@ assert tokens_aligned: (length * bs) % align == 0; */
-    /*@ assert drop_below: drop == 1 ==> length == 0 ||
-                           length * bs + bs <= n * bs; */
-    return length * bs;
+    tokens = blocks_to_tokens(length, n, bs, period, align, max_length, drop);
+    /*@ assert tokens_aligned: tokens % align == 0; */
+    return tokens;
 }
 
 /* #32802: a non-dropping lookup that shrinks the candidate clears the
@@ -180,7 +220,7 @@ static void clear_verified(pc_group_answer *answers, int64_t num_groups)
     requires 0 <= cap <= PC_MAX_BLOCKS;
     requires 0 <= masks_len;
     requires first == 0 || first == 1;
-    requires first == 0 ==> hit_length % align == 0;
+    requires first_aligned: first == 0 ==> hit_length % align == 0;
     requires \valid_read(groups + (0 .. num_groups - 1));
     requires \forall integer k; 0 <= k < num_groups ==>
                well_formed_group(groups + k, align, masks_len);
@@ -286,16 +326,20 @@ static void init_answers(pc_group_answer *answers, int64_t num_groups)
     requires \valid(answers + (0 .. num_groups - 1));
     requires \separated(answers + (0 .. num_groups - 1),
                         groups + (0 .. num_groups - 1));
-    requires \forall integer i; 0 <= i < num_groups ==> 0 <= answers[i].tokens;
+    requires 0 <= max_len;
+    requires answers_ok(answers, num_groups, max_len, align);
     assigns answers[0 .. num_groups - 1].length;
     ensures \forall integer i; 0 <= i < num_groups ==> 0 <= answers[i].length;
+    ensures answers_ok(answers, num_groups, max_len, align);
 */
-static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t masks_len, int64_t align, int64_t hit_length, pc_group_answer *answers)
+static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t masks_len, int64_t align, int64_t max_len, int64_t hit_length, pc_group_answer *answers)
 {
     int64_t k;
     (void)masks_len;
     (void)align;
+    (void)max_len;
     /*@ loop invariant 0 <= k <= num_groups;
+        loop invariant answers_ok(answers, num_groups, max_len, align);
         loop invariant \forall integer i; 0 <= i < k ==> 0 <= answers[i].length;
         loop assigns k, answers[0 .. num_groups - 1].length;
         loop variant num_groups - k;
@@ -310,13 +354,14 @@ static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t mask
     }
 }
 
-void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_cache_hit_length, int64_t alignment_tokens, int64_t cap_tokens, pc_group_answer *answers, int64_t *trace, pc_joint_result *out)
+void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_cache_hit_length, int64_t alignment_tokens, int64_t cap_tokens, pc_group_answer *answers, pc_joint_result *out)
 {
     int64_t hit_length = max_cache_hit_length;
     int64_t longest = 0;
     int64_t rounds = 0;
     int64_t curr;
     int simple_hybrid = num_groups == 2 && groups[0].is_full;
+    /*@ ghost int64_t round_start = max_cache_hit_length; */
 
     init_answers(answers, num_groups);
 
@@ -329,40 +374,41 @@ void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *mas
         loop invariant round_budget: rounds >= 1 ==>
           rounds + hit_length / alignment_tokens
             <= 1 + max_cache_hit_length / alignment_tokens;
-        loop invariant trace_start: rounds >= 1 ==>
-          trace[0] == max_cache_hit_length;
-        loop invariant trace_strict: \forall integer r; 0 <= r < rounds - 1
-          ==> trace[r + 1] < trace[r];
-        loop invariant trace_last: rounds >= 1 ==>
-          hit_length < trace[rounds - 1];
+        loop invariant rounds_le: rounds <= 1 + max_cache_hit_length
+                                               / alignment_tokens;
+        // the fixed point descends: each round that is not the last ends
+        // strictly below the candidate it started from
+        loop invariant descending: rounds >= 1 ==>
+          hit_length < round_start <= max_cache_hit_length;
         loop invariant longest_range: 0 <= longest <= max_cache_hit_length;
         loop invariant answers_ok(answers, num_groups, max_cache_hit_length,
                                   alignment_tokens);
-        loop assigns rounds, hit_length, longest, curr,
-          answers[0 .. num_groups - 1],
-          trace[0 .. max_rounds_bound(max_cache_hit_length,
-                                      alignment_tokens)];
+        loop assigns rounds, hit_length, longest, curr, round_start,
+          answers[0 .. num_groups - 1];
         loop variant max_rounds_bound(max_cache_hit_length, alignment_tokens)
                      - rounds;
     */
     for (;;) {
-        trace[rounds] = hit_length;
+        /*@ ghost round_start = hit_length; */
         rounds++;
         curr = joint_round(groups, num_groups, masks, masks_len, max_cache_hit_length, alignment_tokens, cap_tokens, rounds == 1, hit_length, answers, &longest);
+        /* joint_round: curr <= hit_length (the candidate never grows) */
         if (curr >= hit_length) {
-            break;
+            break; /* fixed point: every group accepts hit_length */
         }
         /*@ assert budget: rounds == 1 ==>
               curr / alignment_tokens <= max_cache_hit_length / alignment_tokens; */
         /*@ assert budget_step: rounds >= 2 ==>
               curr / alignment_tokens + 1 <= hit_length / alignment_tokens; */
-        hit_length = curr;
+        hit_length = curr; /* strictly lower, by at least alignment_tokens
+                              after the first round */
         if (simple_hybrid) {
             break;
         }
     }
-    trace[rounds] = hit_length;
-    set_lengths(groups, num_groups, masks_len, alignment_tokens, hit_length, answers);
+    /*@ assert rounds_in_bound: 1 <= rounds <= max_rounds_bound(
+                  max_cache_hit_length, alignment_tokens); */
+    set_lengths(groups, num_groups, masks_len, alignment_tokens, max_cache_hit_length, hit_length, answers);
     out->hit_length = hit_length;
     out->num_uncached_common_prefix_tokens = longest - hit_length;
     out->rounds = rounds;

@@ -12,8 +12,8 @@
  *
  * Proved by Frama-C/WP (extracted_c/verify.sh), with -wp-rte: no undefined
  * behaviour, every read and write in bounds, termination within
- * max_rounds_bound rounds, the candidate never grows (the recorded trace is
- * non-increasing, and so is the candidate inside a round), every lookup
+ * max_rounds_bound rounds, the candidate never grows (from round to round,
+ * and inside a round), every lookup
  * answers at most what it is asked (an EAGLE lookup at most the candidate
  * it was asked one block past), and the answer is at most
  * max_cache_hit_length and a multiple of alignment_tokens. That the answer
@@ -81,9 +81,6 @@ typedef struct {
       \forall integer i; 0 <= i < ng ==>
         aligned_answer(ans[i].tokens, max_len, align) && 0 <= ans[i].first_real;
 
-    // trace[0 .. rounds] never grows.
-    predicate non_increasing{L}(int64_t *trace, integer rounds) =
-      \forall integer r; 0 <= r < rounds ==> trace[r + 1] <= trace[r];
 */
 
 /* group_hit: one lookup of one attention group, in tokens
@@ -113,9 +110,12 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
 /* joint_lookup: HybridKVCacheCoordinator.find_longest_cache_hit on masks
  * (pyspec.joint.joint_lookup) over num_groups attention groups (full
  * attention first). cap_tokens = num_hash_blocks * hash_block_size (the
- * EAGLE lookups' max_length cap). Writes answers[0 .. num_groups), *out
- * and trace[0 .. out->rounds] (hit_length at the start of each round, then
- * the answer); trace must hold max_rounds_bound + 1 entries. */
+ * EAGLE lookups' max_length cap). Writes answers[0 .. num_groups) and *out.
+ * The candidate never grows: each round (joint_round in joint.c, whose
+ * contract says so) ends at or below the candidate it started from, each
+ * lookup answers at or below the running candidate, and a round that does
+ * not end at its start lowers hit_length strictly (by at least
+ * alignment_tokens after the first round, which bounds the rounds). */
 /*@ requires 1 <= num_groups <= PC_MAX_BLOCKS;
     requires 1 <= alignment_tokens <= PC_MAX_BLOCKS;
     requires 0 <= max_cache_hit_length <= PC_MAX_BLOCKS;
@@ -126,33 +126,18 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
                well_formed_group(groups + k, alignment_tokens, masks_len);
     requires \valid_read(masks + (0 .. masks_len - 1));
     requires \valid(answers + (0 .. num_groups - 1));
-    requires \valid(trace + (0 .. max_rounds_bound(max_cache_hit_length,
-                                                   alignment_tokens)));
     requires \valid(out);
-    requires \separated(answers + (0 .. num_groups - 1),
-                        trace + (0 .. max_rounds_bound(max_cache_hit_length,
-                                                       alignment_tokens)),
-                        out, groups + (0 .. num_groups - 1),
-                        masks + (0 .. masks_len - 1));
-    requires \separated(trace + (0 .. max_rounds_bound(max_cache_hit_length,
-                                                       alignment_tokens)),
-                        out, groups + (0 .. num_groups - 1),
+    requires \separated(answers + (0 .. num_groups - 1), out,
+                        groups + (0 .. num_groups - 1),
                         masks + (0 .. masks_len - 1));
     requires \separated(out, groups + (0 .. num_groups - 1),
                         masks + (0 .. masks_len - 1));
-    assigns answers[0 .. num_groups - 1], *out,
-            trace[0 .. max_rounds_bound(max_cache_hit_length,
-                                        alignment_tokens)];
+    assigns answers[0 .. num_groups - 1], *out;
     ensures terminates_in_bound:
       1 <= out->rounds <= max_rounds_bound(max_cache_hit_length,
                                            alignment_tokens);
     ensures at_most_max: 0 <= out->hit_length <= max_cache_hit_length;
     ensures aligned: out->hit_length % alignment_tokens == 0;
-    ensures trace_starts_at_max: trace[0] == max_cache_hit_length;
-    ensures trace_ends_at_answer: trace[out->rounds] == out->hit_length;
-    ensures monotone: non_increasing(trace, out->rounds);
-    ensures strictly_decreasing: \forall integer r; 0 <= r < out->rounds - 1
-              ==> trace[r + 1] < trace[r];
     ensures uncached_prefix: 0 <= out->num_uncached_common_prefix_tokens
               + out->hit_length <= max_cache_hit_length;
     ensures answers_aligned: answers_ok(answers, num_groups,
@@ -160,6 +145,6 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
     ensures lengths: \forall integer k; 0 <= k < num_groups ==>
               0 <= answers[k].length;
 */
-void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_cache_hit_length, int64_t alignment_tokens, int64_t cap_tokens, pc_group_answer *answers, int64_t *trace, pc_joint_result *out);
+void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks, int64_t masks_len, int64_t max_cache_hit_length, int64_t alignment_tokens, int64_t cap_tokens, pc_group_answer *answers, pc_joint_result *out);
 
 #endif /* PC_JOINT_H */

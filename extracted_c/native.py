@@ -248,7 +248,7 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len,
 void joint_lookup(const pc_group *groups, int64_t num_groups, const uint8_t *masks,
                   int64_t masks_len, int64_t max_cache_hit_length,
                   int64_t alignment_tokens, int64_t cap_tokens,
-                  pc_group_answer *answers, int64_t *trace, pc_joint_result *out);
+                  pc_group_answer *answers, pc_joint_result *out);
 int reachable_mask(int64_t start_block, int64_t end_block, int64_t alignment_tokens,
                    int64_t block_size, int64_t sliding_window, int use_eagle,
                    int64_t retention_interval, const int64_t *reachable_boundaries,
@@ -259,10 +259,6 @@ _ffi.cdef(CDEF_JOINT)
 
 # Python's None for the optional integers of reachable_mask (reachable.h).
 PC_NONE = -1
-# The joint loop records one trace entry per round; its buffer is bounded
-# so that a huge max_cache_hit_length / alignment_tokens is a ValueError,
-# not an allocation failure.
-MAX_TRACE = 1 << 26
 _INT64_MIN = -(1 << 63)
 
 
@@ -326,13 +322,12 @@ def reachable_mask(
 @dataclass(frozen=True)
 class NativeJoint:
     """A C ``joint_lookup`` result, shaped like ``pyspec.joint.JointResult``
-    (per original group, in group order), plus the C-only ``trace``."""
+    (per original group, in group order)."""
 
     hit_length: int
     groups: tuple[Any, ...]
     num_uncached_common_prefix_tokens: int
     rounds: int
-    trace: tuple[int, ...]
 
 
 def _check_group(name: str, g: object) -> None:
@@ -396,7 +391,7 @@ def joint_lookup(
     raises because a sliding-window lookup asks past the mask
     (``max_cache_hit_length`` above ``num_hash_blocks * hash_block_size``),
     the C answers from the mask."""
-    from pyspec.joint import GroupAnswer, attention_groups, max_rounds_bound
+    from pyspec.joint import GroupAnswer, attention_groups
 
     if isinstance(groups, (str, bytes)) or groups is None:
         raise ValueError("groups must be a sequence of pyspec.joint.Group")
@@ -417,11 +412,6 @@ def joint_lookup(
     cap = num_hash * h
     if cap > SIZE_LIMIT:
         raise ValueError(f"num_hash_blocks * hash_block_size must be <= 2**62, got {cap}")
-    if max_rounds_bound(max_len, align) + 1 > MAX_TRACE:
-        raise ValueError(
-            f"max_cache_hit_length // alignment_tokens must be < {MAX_TRACE - 3}, "
-            f"got {max_len // align}"
-        )
     for gid, g in enumerate(groups):
         if g.block_size % h or align % g.block_size:
             raise ValueError(
@@ -437,20 +427,17 @@ def joint_lookup(
     cgroups = _ffi.new("pc_group[]", packed)
     buf = _ffi.from_buffer("uint8_t[]", masks) if masks else _ffi.new("uint8_t[]", 1)
     answers = _ffi.new("pc_group_answer[]", len(agroups))
-    trace = _ffi.new("int64_t[]", max_rounds_bound(max_len, align) + 1)
     out = _ffi.new("pc_joint_result *")
     load().joint_lookup(cgroups, len(agroups), buf, len(masks), max_len, align, cap,
-                        answers, trace, out)
+                        answers, out)
     per_group: list[Any] = [None] * len(groups)
     for idx, a in enumerate(agroups):
         for gid in a.members:
             per_group[gid] = GroupAnswer(length=int(answers[idx].length),
                                          first_real=int(answers[idx].first_real))
-    rounds = int(out.rounds)
     return NativeJoint(
         hit_length=int(out.hit_length),
         groups=tuple(per_group),
         num_uncached_common_prefix_tokens=int(out.num_uncached_common_prefix_tokens),
-        rounds=rounds,
-        trace=tuple(int(trace[r]) for r in range(rounds + 1)),
+        rounds=int(out.rounds),
     )

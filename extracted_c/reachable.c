@@ -76,7 +76,7 @@ static int64_t contiguous_blocks_for_hit(int64_t w, int64_t bs, int eagle)
     requires -1 <= need < per;
     requires eagle == 0 || eagle == 1;
     assigns \nothing;
-    ensures \result != 0 <==> segment_kept(i, per, need, eagle);
+    ensures segment: \result != 0 <==> segment_kept(i, per, need, eagle);
 */
 static int segment_tail_at(int64_t i, int64_t per, int64_t need, int eagle)
 {
@@ -89,7 +89,7 @@ static int segment_tail_at(int64_t i, int64_t per, int64_t need, int eagle)
     requires -1 <= need < per;
     requires fe == PC_NONE || 0 <= fe <= PC_MAX_BLOCKS;
     assigns \nothing;
-    ensures \result != 0 <==> final_kept(i, fe, per, need);
+    ensures final: \result != 0 <==> final_kept(i, fe, per, need);
 */
 static int final_tail_at(int64_t i, int64_t per, int64_t need, int64_t fe)
 {
@@ -112,7 +112,7 @@ static int final_tail_at(int64_t i, int64_t per, int64_t need, int64_t fe)
     requires \valid_read(bounds + (0 .. nb - 1));
     requires \forall integer j; 0 <= j < nb ==> bounds[j] <= PC_MAX_BLOCKS;
     assigns \nothing;
-    ensures \result != 0 <==> boundary_kept(bounds, nb, i, align, bs, need, eagle);
+    ensures boundary: \result != 0 <==> boundary_kept(bounds, nb, i, align, bs, need, eagle);
 */
 static int boundary_tail_at(int64_t i, int64_t align, int64_t bs, int64_t need, int eagle, const int64_t *bounds, int64_t nb)
 {
