@@ -19,6 +19,8 @@
 /*@ // ---- arithmetic facts (non-negative operands) ------------------------
     lemma jl_mul_lt:
       \forall integer q, x, a; 1 <= a && q < x ==> q * a + a <= x * a;
+    lemma jl_mul_lt_left:
+      \forall integer b, l, n; 1 <= b && l < n ==> b + b * l <= b * n;
     lemma jl_mul_mod:
       \forall integer x, a; 0 <= x && 1 <= a ==> (x * a) % a == 0;
     lemma jl_mul_mod_left:
@@ -141,16 +143,14 @@ static int64_t blocks_to_tokens(int64_t length, int64_t n, int64_t bs, int64_t p
     (void)drop;
     /*@ assert n_tokens: 0 <= n * bs <= max_length; */
     /*@ assert tokens_in_range: 0 <= length * bs <= n * bs; */
+    /*@ assert drop_below: drop == 1 ==> length == 0 ||
+                           length * bs + bs <= n * bs; */
     /*@ ghost int64_t q = length / period; */
     /*@ assert align_eq: align == period * bs; */
     /*@ assert length_eq: length == q * period; */
     /*@ assert tokens_eq1: length * bs == q * period * bs; */
     /*@ assert tokens_eq: length * bs == q * align; */
     /*@ assert q_pos: 0 <= q; */
-    /*@ assert drop_step: drop == 1 && length != 0 ==>
-                          (length + 1) * bs <= n * bs; */
-    /*@ assert drop_below: drop == 1 ==> length == 0 ||
-                           length * bs + bs <= n * bs; */
     return length * bs;
 }
 

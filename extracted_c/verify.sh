@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# verify.sh -- prove extracted_c/prefix_cache.c with Frama-C/WP, then check
-# that deliberately broken copies of it (mutants) are rejected.
+# verify.sh -- prove extracted_c/prefix_cache.c, reachable.c and joint.c
+# with Frama-C/WP, then check that deliberately broken copies of them
+# (mutants) are rejected.
 #
 # Usage: extracted_c/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
 #
 # Needs frama-c (25, Manganese), why3 (1.5.1), cvc4, cvc5 and z3 on PATH;
 # Alt-Ergo is not used. Exits non-zero unless
-#   * every WP goal of prefix_cache.c is proved (RTE, contracts, loop
+#   * every WP goal of each file is proved (RTE, contracts, loop
 #     invariants, variants, lemmas) and every smoke test passes
 #     (no contradictory precondition, no dead code or dead loop), and
 #   * every mutant leaves at least one goal unproved.
@@ -22,15 +23,17 @@
 # PC_WP_PAR (parallel prover processes, default 4: on 2 cores a prover call
 # spends about half its wall time waiting on WP's scheduler, so 4 keeps both
 # cores busy; the slowest goal needs ~3 s of the 10 s timeout),
-# PC_MUTANT_TIMEOUT (default 5), PC_SKIP_MUTANTS=1 to prove the real file
-# only.
+# PC_MUTANT_TIMEOUT (default 5), PC_SKIP_MUTANTS=1 to prove the real files
+# only, PC_FILES (default "prefix_cache.c reachable.c joint.c") to prove
+# (and mutate) only some of them. joint.c calls find_hit through its
+# contract in prefix_cache.h, which prefix_cache.c's proof establishes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build/wp}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
-src="$here/prefix_cache.c"
+files="${PC_FILES:-prefix_cache.c reachable.c joint.c}"
 timeout="${PC_WP_TIMEOUT:-10}"
 par="${PC_WP_PAR:-4}"
 mutant_timeout="${PC_MUTANT_TIMEOUT:-5}"
@@ -93,35 +96,44 @@ fc() {
 
 wp_common=(-wp -wp-rte -wp-no-pruning -wp-par "$par")
 
-# ---- 1. the real file -------------------------------------------------------
-# One frama-c run, three stages (-then): cvc4 on everything (with the smoke
-# tests), then cvc5, then z3; a later stage only retries the goals that are
-# not valid yet (and re-checks the lemmas), never the smoke tests. So
+# ---- 1. the real files --------------------------------------------------------
+# One frama-c run per file, three stages (-then): cvc4 on everything (with
+# the smoke tests), then cvc5, then z3; a later stage only retries the goals
+# that are not valid yet (and re-checks the lemmas), never the smoke tests.
+# So
 #   total    = goals of the first stage (smoke tests included),
 #   unproved = goals the last stage left + failed smoke tests.
 start=$(date +%s)
-log="$build/wp.log"
-fc "$src" "${wp_common[@]}" -wp-timeout "$timeout" -wp-prover cvc4 -wp-smoke-tests \
-    -then -wp -wp-prover cvc5 -wp-no-smoke-tests \
-    -then -wp -wp-prover z3 -wp-no-smoke-tests >"$log" 2>&1 \
-    || { echo "verify.sh: frama-c failed, see $log" >&2; tail -20 "$log" >&2; exit 2; }
-grep -E '^\[wp\] Proved goals:' "$log"
-total="$(grep -E '^\[wp\] Proved goals:' "$log" | head -1 | awk '{print $NF}')"
-wp_counts "$log"
-smoke_failed="$(grep -c 'Failed smoke-test' "$log" || true)"
-WP_PROVED=$((total - (WP_TOTAL - WP_PROVED) - smoke_failed))
-end=$(date +%s)
-echo "prefix_cache.c: Proved goals: $WP_PROVED / $total ($((end - start)) s, log $build/wp.log)"
 status=0
-if [ "$smoke_failed" != 0 ]; then
-    grep -E 'Failed smoke-test|\[Failed\] Smoke-test' "$build/wp.log" || true
-    echo "FAIL: smoke test failed (contradictory precondition or dead code)"
-    status=1
-fi
-if [ "$WP_PROVED" != "$total" ]; then
-    echo "FAIL: not every goal is proved; unproved: $(unproved_goals "$log")"
-    status=1
-fi
+all_proved=0
+all_total=0
+for f in $files; do
+    t0=$(date +%s)
+    log="$build/wp-${f%.c}.log"
+    fc "$here/$f" "${wp_common[@]}" -wp-timeout "$timeout" -wp-prover cvc4 -wp-smoke-tests \
+        -then -wp -wp-prover cvc5 -wp-no-smoke-tests \
+        -then -wp -wp-prover z3 -wp-no-smoke-tests >"$log" 2>&1 \
+        || { echo "verify.sh: frama-c failed on $f, see $log" >&2; tail -20 "$log" >&2; exit 2; }
+    total="$(grep -E '^\[wp\] Proved goals:' "$log" | head -1 | awk '{print $NF}')"
+    wp_counts "$log"
+    smoke_failed="$(grep -c 'Failed smoke-test' "$log" || true)"
+    WP_PROVED=$((total - (WP_TOTAL - WP_PROVED) - smoke_failed))
+    t1=$(date +%s)
+    echo "$f: Proved goals: $WP_PROVED / $total ($((t1 - t0)) s, log $log)"
+    all_proved=$((all_proved + WP_PROVED))
+    all_total=$((all_total + total))
+    if [ "$smoke_failed" != 0 ]; then
+        grep -E 'Failed smoke-test|\[Failed\] Smoke-test' "$log" || true
+        echo "FAIL: $f: smoke test failed (contradictory precondition or dead code)"
+        status=1
+    fi
+    if [ "$WP_PROVED" != "$total" ]; then
+        echo "FAIL: $f: not every goal is proved; unproved: $(unproved_goals "$log")"
+        status=1
+    fi
+done
+end=$(date +%s)
+echo "all files: Proved goals: $all_proved / $all_total ($((end - start)) s)"
 if [ "$status" != 0 ] || [ "${PC_SKIP_MUTANTS:-0}" = 1 ]; then
     exit "$status"
 fi
@@ -144,9 +156,16 @@ mdir="$build/mutants"
 rm -rf "$mdir"
 mkdir -p "$mdir"
 survivors=0
+# The mutants of one file run when the file is in PC_FILES.
+src=""
+mutants_of() {
+    src=""
+    case " $files " in *" $1 "*) src="$here/$1" ;; esac
+}
 mutant() {
     local name="$1" fct="$2" props="$3" expr="$4"
     local file="$mdir/$name.c" mlog="$mdir/$name.log"
+    [ -n "$src" ] || return 0
     sed -e "$expr" "$src" >"$file"
     local changed
     changed="$(diff "$src" "$file" | grep -c '^>' || true)"
@@ -170,6 +189,7 @@ mutant() {
     fi
 }
 
+mutants_of prefix_cache.c
 # stride_search: anchor one block to the right (window one block short).
 mutant anchor_off_by_one stride_search rightmost \
     's#start = end - need;#start = end - need + 1;#'
@@ -214,10 +234,53 @@ mutant legacy_run_too_long legacy_scan run_short,rightmost \
 mutant legacy_eagle_pop legacy_scan eagle_length \
     '/^void legacy_scan(/,/^}/ s#    if (eagle \&\& length > 0) {#    if (eagle \&\& length > 1) {#'
 
+mutants_of reachable.c
+# reachable_mask: segment tail one block short (> instead of >=).
+mutant rm_segment_short segment_tail_at segment \
+    's#    return i >= eagle \&\& (i - eagle) % per >= per - need;#    return i >= eagle \&\& (i - eagle) % per > per - need;#'
+# reachable_mask: EAGLE shift forgotten (tail ends on the boundary).
+mutant rm_no_eagle_shift segment_tail_at segment \
+    's#    return i >= eagle \&\& (i - eagle) % per >= per - need;#    return i % per >= per - need;#'
+# reachable_mask: final tail not cut to the final segment.
+mutant rm_final_uncut final_tail_at final \
+    's#    return final_size != 0 \&\& fe - final_size <= i \&\& fe - need <= i \&\& i < fe;#    return final_size != 0 \&\& fe - need <= i \&\& i < fe;#'
+# reachable_mask: a negative boundary read with C's truncating division.
+mutant rm_negative_boundary boundary_tail_at boundary \
+    's#        if (p >= 0) {#        if (p >= -1) {#'
+# reachable_mask: tails as long as a segment kept as a mask (not None).
+mutant rm_keep_all_strict reachable_mask none,mask,exact \
+    's#            if (need >= per) {#            if (need > per) {#'
+# reachable_mask: one write past the block (out[i - start + 1]).
+mutant rm_write_past reachable_mask mem_access \
+    's#        out\[i - start_block\] = (uint8_t)block_kept(#        out[i - start_block + 1] = (uint8_t)block_kept(#'
+
+mutants_of joint.c
+# joint_lookup: EAGLE lookup asked two blocks past the candidate (its
+# answer may exceed the candidate: the loop would climb).
+mutant jl_eagle_two_blocks joint_round lookup_below_candidate \
+    's#            max_length = curr <= cap - g->block_size ? curr + g->block_size : cap;#            max_length = curr + 2 * g->block_size;#'
+# full_attention_hit: the EAGLE block not dropped.
+mutant jl_full_no_drop full_attention_hit eagle_drop \
+    's#        hit -= bs; /\* min(alignment_tokens, block_size) == block_size \*/#        hit -= 0;#'
+# full_attention_hit: answer not rounded down to the alignment.
+mutant jl_full_unaligned full_attention_hit answer \
+    's#    return hit - hit % align;#    return hit;#'
+# group_hit: gate period of one block (not align / block_size).
+mutant jl_period_one group_hit gate \
+    's#    period = align / bs;#    period = 1;#'
+# joint_lookup: keep going while the candidate stays (no fixed point
+# test): no round bound.
+mutant jl_no_fixed_point joint_lookup descending,round_budget \
+    's#        if (curr >= hit_length) {#        if (curr > hit_length) {#'
+# joint_lookup: the first round not flagged as first (full attention
+# never looked up, an unaligned candidate taken as aligned).
+mutant jl_first_round_flag joint_lookup first_aligned \
+    's#max_cache_hit_length, alignment_tokens, cap_tokens, rounds == 1, hit_length, answers, \&longest);#max_cache_hit_length, alignment_tokens, cap_tokens, 0, hit_length, answers, \&longest);#'
+
 end=$(date +%s)
 echo "verify.sh: total $((end - start)) s"
 if [ "$survivors" != 0 ]; then
     echo "FAIL: $survivors mutant(s) fully proved"
     exit 1
 fi
-echo "OK: prefix_cache.c fully proved, every mutant rejected"
+echo "OK: $files fully proved, every mutant rejected"
