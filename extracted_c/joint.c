@@ -88,7 +88,7 @@ static int64_t full_attention_hit(const uint8_t *cached, int64_t len, int64_t ma
     if (drop && hit > 0) {
         /*@ assert 1 <= prefix; */
         hit -= bs; /* min(alignment_tokens, block_size) == block_size */
-        /*@ assert 0 <= hit && hit + bs <= max_length; */
+        /*@ assert dropped: 0 <= hit && hit + bs <= max_length; */
     }
     /*@ assert 0 <= hit - hit % align <= hit; */
     return hit - hit % align;
@@ -124,7 +124,7 @@ static int64_t swa_blocks(const uint8_t *cached, int64_t n, int64_t need, int64_
     requires 0 <= max_length <= PC_MAX_BLOCKS;
     requires 0 <= n <= max_length / bs;
     requires 0 <= length <= n;
-    requires period == align / bs;
+    requires period_is: period == align / bs;
     requires gate: length % period == 0;
     requires drop == 0 || drop == 1;
     requires drop == 1 ==> length == 0 || length + 1 <= n;

@@ -130,7 +130,7 @@ static int boundary_tail_at(int64_t i, int64_t align, int64_t bs, int64_t need, 
             int64_t q = p / align;
             int64_t aligned;
             int64_t b;
-            /*@ assert 0 <= q * align <= p; */
+            /*@ assert aligned_range: 0 <= q * align <= p; */
             aligned = q * align;
             b = aligned / bs + eagle; /* the tail is [b - need, b) */
             if (b - need <= i && i < b) {
@@ -194,7 +194,7 @@ int reachable_mask(int64_t start_block, int64_t end_block, int64_t alignment_tok
             }
         }
     }
-    /*@ assert keep_all != 0 <==> keeps_all(alignment_tokens, block_size,
+    /*@ assert keep_all_is: keep_all != 0 <==> keeps_all(alignment_tokens, block_size,
                    sliding_window, use_eagle, retention_interval); */
     if (keep_all) {
         /*@ loop invariant 0 <= i <= len;

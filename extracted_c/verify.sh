@@ -245,10 +245,10 @@ mutant rm_no_eagle_shift segment_tail_at segment \
 mutant rm_final_uncut final_tail_at final \
     's#    return final_size != 0 \&\& fe - final_size <= i \&\& fe - need <= i \&\& i < fe;#    return final_size != 0 \&\& fe - need <= i \&\& i < fe;#'
 # reachable_mask: a negative boundary read with C's truncating division.
-mutant rm_negative_boundary boundary_tail_at boundary \
+mutant rm_negative_boundary boundary_tail_at boundary,aligned_range \
     's#        if (p >= 0) {#        if (p >= -1) {#'
 # reachable_mask: tails as long as a segment kept as a mask (not None).
-mutant rm_keep_all_strict reachable_mask none,mask,exact \
+mutant rm_keep_all_strict reachable_mask none,mask,exact,keep_all_is,per_is \
     's#            if (need >= per) {#            if (need > per) {#'
 # reachable_mask: one write past the block (out[i - start + 1]).
 mutant rm_write_past reachable_mask mem_access \
@@ -260,13 +260,13 @@ mutants_of joint.c
 mutant jl_eagle_two_blocks joint_round lookup_below_candidate \
     's#            max_length = curr <= cap - g->block_size ? curr + g->block_size : cap;#            max_length = curr + 2 * g->block_size;#'
 # full_attention_hit: the EAGLE block not dropped.
-mutant jl_full_no_drop full_attention_hit eagle_drop \
+mutant jl_full_no_drop full_attention_hit eagle_drop,dropped \
     's#        hit -= bs; /\* min(alignment_tokens, block_size) == block_size \*/#        hit -= 0;#'
 # full_attention_hit: answer not rounded down to the alignment.
 mutant jl_full_unaligned full_attention_hit answer \
     's#    return hit - hit % align;#    return hit;#'
 # group_hit: gate period of one block (not align / block_size).
-mutant jl_period_one group_hit gate \
+mutant jl_period_one group_hit gate,period_is \
     's#    period = align / bs;#    period = 1;#'
 # joint_lookup: keep going while the candidate stays (no fixed point
 # test): no round bound.
