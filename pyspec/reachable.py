@@ -124,6 +124,10 @@ def reachable_mask(
     ``dcp_world_size == 1``), from its meaning (module docstring): entry
     ``i - start_block`` says whether block ``i`` is kept; ``None`` keeps all.
     """
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if sliding_window < 0:
+        raise ValueError(f"sliding_window must be >= 0, got {sliding_window}")
     if alignment_tokens is None or alignment_tokens % block_size != 0:
         return None
     need = contiguous_blocks_for_hit(sliding_window, block_size, use_eagle)

@@ -101,6 +101,16 @@ def test_tail_examples() -> None:
     assert list(tail(3, 0, False)) == []
 
 
+def test_reachable_mask_rejects_out_of_domain_shapes() -> None:
+    """A negative window with a retention interval shorter than a block once
+    divided by zero; shapes vLLM never builds are a ValueError naming the
+    argument."""
+    with pytest.raises(ValueError, match="sliding_window"):
+        reachable_mask(0, 8, 32, 16, -5, False, 8)
+    with pytest.raises(ValueError, match="block_size"):
+        reachable_mask(0, 8, 32, 0, 5, False)
+
+
 def test_reachable_mask_examples() -> None:
     # Dense, alignment 256 tokens at block 16: tails of 8 blocks per 16.
     mask = reachable_mask(0, 32, 256, 16, 129, False)
