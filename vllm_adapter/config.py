@@ -26,13 +26,13 @@ def read_mode(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Mod
 class Core(enum.Enum):
     """Which implementation of the (same) stride search serves lookups.
 
-    ``python`` (default): pyspec's stride search, probing vLLM's BlockPool
-    directly. ``native``: the Frama-C-proved C core, calling back into
-    Python for each probe. Both make the same probes and return the same
-    hit (tests/test_exhaustive.py, tests/test_adapter.py); measured on the
-    real BlockPool, the cffi callback per probe makes ``native`` slower than
-    vLLM itself on fully cached prompts, so it is opt-in until that cost
-    is gone (README, "The hot path").
+    ``native`` (default): the extension ``extracted_c._hotpath``, the
+    Frama-C-proved C search (prefix_cache.c, probe instance) probing vLLM's
+    BlockPool and building vLLM's lists in C, one call per lookup.
+    ``python``: pyspec's stride search, probing the BlockPool from Python.
+    Both make the same probes and return vLLM's answer
+    (tests/test_hotpath.py, tests/test_adapter.py). If the extension cannot
+    be loaded, the plugin says so once and uses ``python``.
     """
 
     PYTHON = "python"
@@ -40,8 +40,8 @@ class Core(enum.Enum):
 
 
 def read_core(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Core:
-    """The core from ``SWA_PREFIX_CACHE_CORE`` (default ``python``)."""
-    return _read_choice(CORE_ENV, Core, Core.PYTHON, environ)
+    """The core from ``SWA_PREFIX_CACHE_CORE`` (default ``native``)."""
+    return _read_choice(CORE_ENV, Core, Core.NATIVE, environ)
 
 
 OFFLOAD_FILTER_ENV = "SWA_PREFIX_CACHE_OFFLOAD_FILTER"

@@ -45,29 +45,31 @@ class _State:
     original: Any = None  # the classmethod object found on the class
     reason: str = ""
     stats: Stats = field(default_factory=Stats)
+    # The extension's lookup object while it counts calls itself, and
+    # stats.calls when it was installed.
+    counted: Any = None
+    calls_before: int = 0
 
 
 _state = _State()
 
 
-def _choose_search() -> tuple[Any, str]:
-    """The core ``SWA_PREFIX_CACHE_CORE`` asks for; Python when the native
-    library is asked for but cannot be loaded (said once in the log)."""
-    from vllm_adapter.swa_lookup import native_search, python_search
-
+def _choose_core() -> tuple[Any, str]:
+    """The core ``SWA_PREFIX_CACHE_CORE`` asks for: (the extension module,
+    "native") or (None, "python"). Python when the extension cannot be
+    loaded (said once in the log)."""
     if read_core() is Core.PYTHON:
-        return python_search, "python"
+        return None, "python"
     try:
-        from extracted_c import native
+        from extracted_c import hotpath
 
-        native.load().find_hit_probe  # the symbol must be there, not only the file
-        return native_search, "native"
+        return hotpath.load(), "native"
     except Exception as exc:  # any failure to load means: use Python
         logger.warning(
-            "swa-prefix-cache: native library unavailable (%s); using the "
+            "swa-prefix-cache: native hot path unavailable (%s); using the "
             "pure-Python stride search", exc,
         )
-        return python_search, "python"
+        return None, "python"
 
 
 def _pool_read() -> bool:
@@ -132,7 +134,7 @@ def install(mode: Mode | None = None) -> bool:
 
         from vllm_adapter.swa_lookup import make_lookup
 
-        search, backend = _choose_search()
+        hotpath, backend = _choose_core()
         original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
         # Timing each lookup (``_counted``) costs about 1 us per call, a third
         # of a lookup's fixed cost, so it wraps the lookup only while the stats
@@ -140,9 +142,13 @@ def install(mode: Mode | None = None) -> bool:
         # throwaway Stats when ``_counted`` counts them).
         timed = report.stats_dir() is not None
         ours = make_lookup(
-            original.__get__(None, SlidingWindowManager), search, _on_error,
-            Stats() if timed else _state.stats, _pool_read(),
+            original.__get__(None, SlidingWindowManager), _on_error,
+            Stats() if timed or hotpath is not None else _state.stats, _pool_read(),
+            hotpath,
         )
+        # The extension counts its own calls; stats() adds them up.
+        _state.counted = ours if hotpath is not None and not timed else None
+        _state.calls_before = _state.stats.calls
         if mode is Mode.SHADOW:
             ours = _shadow(ours, original.__get__(None, SlidingWindowManager))
         SlidingWindowManager.find_longest_cache_hit = classmethod(
@@ -190,8 +196,10 @@ def uninstall() -> None:
         from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
         SlidingWindowManager.find_longest_cache_hit = _state.original
+        _sync_calls()
         _state.installed = False
         _state.original = None
+        _state.counted = None
 
 
 def is_installed() -> bool:
@@ -205,7 +213,7 @@ def status() -> dict[str, Any]:
         "mode": _state.mode.value if _state.mode else None,
         "backend": _state.backend,
         "reason": _state.reason,
-        "stats": _state.stats,
+        "stats": stats(),
         "offload_filter": _offload_filter_status(),
     }
 
@@ -217,7 +225,14 @@ def _offload_filter_status() -> dict[str, Any]:
 
 
 def stats() -> Stats:
+    _sync_calls()
     return _state.stats
+
+
+def _sync_calls() -> None:
+    """Add the calls the extension counted (it counts in C, for free)."""
+    if _state.counted is not None:
+        _state.stats.calls = _state.calls_before + _state.counted.calls
 
 
 def _on_error(exc: BaseException) -> None:

@@ -7,17 +7,17 @@ once the hit is known. Inputs outside what the core models (other spec
 types, DCP/PCP, no groups, too few hashes) go to vLLM's own method, so its
 own errors and asserts are raised unchanged.
 
-This is vLLM's hot path, so the per-call work is kept to what the answer
-needs (see README, "The hot path"): the search parameters are validated
-once per shape and cached, and a probe of vLLM's own ``BlockPool`` reads
-its hash map directly, the way ``BlockPool.get_cached_block`` does, when
-the sources of that read match a known vLLM build
-(``fingerprint.check_pool_read``); any other pool is probed through its own
-``get_cached_block``. With the python core, that direct read is written
-into the search loop itself (``fast_search``: pyspec's search specialized,
-tested probe for probe against pyspec), since a ``cached[i]`` method call
-per probe cost more than the read; with any other core it goes through the
-mask objects below.
+This is vLLM's hot path. With the native core (the default), the whole
+lookup is one call into the extension ``extracted_c._hotpath``: the proved
+C search (prefix_cache.c, probe instance) probing vLLM's BlockPool in C and
+building vLLM's lists in C (hotpath_module.c says what that glue assumes).
+Whatever its per-call checks do not model (another pool class, a patched
+``get_cached_block``, odd group ids, hashes that are not bytes, an unknown
+pool-read fingerprint) it hands, as it came, to the Python lookup below:
+pyspec's search over a mask of the pool, which reads the pool's hash map
+directly when the sources of that read match a known vLLM build
+(``fingerprint.check_pool_read``) and calls ``get_cached_block`` otherwise.
+With ``SWA_PREFIX_CACHE_CORE=python`` the Python lookup serves every call.
 """
 
 from collections.abc import Callable, Sequence
@@ -26,12 +26,6 @@ from typing import Any, Protocol
 from pyspec import SearchParams
 from pyspec.params import alignment_period, contiguous_blocks_for_hit
 from pyspec.search import prefix_fallback, stride_search
-from vllm_adapter.fast_search import find_hit_groups, find_hit_one_group
-
-# search(cached, params) -> (length, first_real) of vLLM's hit, where reading
-# cached[i] probes the BlockPool for block i (see pyspec.HitResult for what
-# the two numbers mean).
-Search = Callable[[Sequence[bool], SearchParams], tuple[int, int]]
 
 # Cached SearchParams per (n, block_size, sliding_window, alignment, eagle);
 # emptied when it grows past this (a model has one shape, so this only
@@ -167,18 +161,6 @@ def python_search(cached: Sequence[bool], params: SearchParams) -> tuple[int, in
     return prefix_fallback(cached, params), 0
 
 
-def native_search(cached: Sequence[bool], params: SearchParams) -> tuple[int, int]:
-    """The verified C core, calling back into ``cached[i]`` for each probe
-    (opt-in: the callback costs more per probe than pyspec's loop, README
-    "The hot path")."""
-    from extracted_c import native
-
-    hit = native.find_hit_probe(
-        cached.__getitem__, params.n, params.need, params.period, params.eagle
-    )
-    return hit.length, hit.first_real
-
-
 def group_suffix(group_id: object) -> bytes | None:
     """``group_id.to_bytes(4, "big", signed=False)`` as vLLM appends it to a
     block hash, or None when it is not a plain int in range (those lookups
@@ -191,24 +173,25 @@ def group_suffix(group_id: object) -> bytes | None:
 
 def make_lookup(
     original: Callable[..., Any],
-    search: Search,
     on_error: Callable[[BaseException], None],
     counter: Counter,
     pool_read: bool,
+    hotpath: Any = None,
 ) -> Callable[..., Any]:
     """Build the replacement classmethod body around ``original``.
 
-    If the search itself fails (a bug of ours, never an input vLLM rejects:
-    those are sent to ``original`` up front), ``on_error`` is told and
-    vLLM's own method answers, so serving never breaks because of us.
-    ``counter.calls`` counts every call. ``pool_read``: the installed
-    vLLM's pool read path matches the one ``OneGroupMask`` and
-    ``fast_search`` reproduce. When ``search`` is ``python_search`` and the
-    read applies, ``fast_search`` answers (same probes, read inlined);
-    otherwise ``search`` runs on a mask object.
+    ``hotpath``: the extension module (``extracted_c.hotpath.load()``), or
+    None for the pure-Python core. With it, the body is the extension's
+    ``SwaLookup``, which answers in C and hands any input it does not model
+    to the Python lookup built here. If a search fails (a bug of ours, never
+    an input vLLM rejects: those are sent to ``original`` up front),
+    ``on_error`` is told and vLLM's own method answers, so serving never
+    breaks because of us. ``counter.calls`` counts every call of the Python
+    lookup (the extension counts its own, ``SwaLookup.calls``).
+    ``pool_read``: the installed vLLM's pool read path matches the one
+    ``OneGroupMask`` and the extension reproduce.
     """
     from vllm.v1.core import block_pool as block_pool_module
-    from vllm.v1.core.kv_cache_utils import resolve_block_hashes
     from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
     pool_type = block_pool_module.BlockPool
@@ -226,10 +209,6 @@ def make_lookup(
     params_cache: dict[tuple[int, int, int, int, bool], SearchParams] = {}
     suffixes: dict[int, bytes] = {}
     single: dict[int, list[bytes]] = {}
-    # The python core runs as fast_search's specialization, probe inlined,
-    # whenever the inline read applies; the native core, or any other
-    # search, probes through a mask object.
-    inline_search = search is python_search
 
     def search_params(
         n: int, block_size: int, sliding_window: int, alignment_tokens: int, eagle: bool
@@ -332,16 +311,9 @@ def make_lookup(
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
-        if block_size == block_pool.hash_block_size:
-            hashes = block_hashes  # resolve_block_hashes' first line: the same list
-        else:
-            hashes = resolve_block_hashes(
-                block_hashes,
-                block_pool.hash_block_size,
-                block_size,
-                supports_fine_grained_hash_lookup=cls.supports_fine_grained_hash_lookup,
-                alignment_tokens=alignment_tokens,
-            )
+        hashes = resolve(
+            cls, block_hashes, block_pool.hash_block_size, block_size, alignment_tokens
+        )
         n = max_length // block_size
         if len(hashes) < n:
             return original(
@@ -359,27 +331,13 @@ def make_lookup(
             one_group = len(kv_cache_group_ids) == 1
             if group_suffixes is None:
                 cached: Any = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
-                length, first_real = search(cached, params)
-                found = cached.found
                 one_group = False  # found[i] is get_cached_block's list
-            elif inline_search and one_group:
-                length, first_real, found = find_hit_one_group(
-                    hash_map._cache.get, hash_map.get_one_block, hashes,
-                    group_suffixes[0], block_type, params,
-                )
-            elif inline_search:
-                length, first_real, found = find_hit_groups(
-                    hash_map._cache.get, hash_map.get_one_block, hashes,
-                    group_suffixes, block_type, params,
-                )
             elif one_group:
                 cached = OneGroupMask(n, hashes, group_suffixes[0], hash_map, block_type)
-                length, first_real = search(cached, params)
-                found = cached.found
             else:
                 cached = GroupsMask(n, hashes, group_suffixes, hash_map, block_type)
-                length, first_real = search(cached, params)
-                found = cached.found
+            length, first_real = python_search(cached, params)
+            found = cached.found
             null = block_pool.null_block
             if one_group:
                 blocks = [null] * first_real
@@ -400,4 +358,39 @@ def make_lookup(
             )
         return computed, length * block_size
 
-    return find_longest_cache_hit
+    if hotpath is None:
+        return find_longest_cache_hit
+    return hotpath.new_lookup(
+        fallback=find_longest_cache_hit,
+        original=original,
+        on_error=on_error,
+        resolve=resolve,
+        spec_type=SlidingWindowSpec,
+        pool_type=pool_type,
+        map_type=map_type,
+        block_type=block_type,
+        probe_fn=probe_fn,
+        read_fn=read_fn,
+        key_fn=key_fn,
+        key_scope=vars(block_pool_module),
+        pool_read=pool_read,
+    )
+
+
+def resolve(
+    cls: type, block_hashes: Any, hash_block_size: int, block_size: int, alignment_tokens: int
+) -> Any:
+    """vLLM's ``resolve_block_hashes`` as ``find_longest_cache_hit`` calls
+    it: the hashes at ``block_size`` granularity (the list itself when the
+    sizes are equal)."""
+    from vllm.v1.core.kv_cache_utils import resolve_block_hashes
+
+    if block_size == hash_block_size:
+        return block_hashes  # resolve_block_hashes' first line: the same list
+    return resolve_block_hashes(
+        block_hashes,
+        hash_block_size,
+        block_size,
+        supports_fine_grained_hash_lookup=cls.supports_fine_grained_hash_lookup,
+        alignment_tokens=alignment_tokens,
+    )
