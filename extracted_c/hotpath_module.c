@@ -210,7 +210,9 @@ probe(void *vctx, int64_t i)
             return 0;
         }
     }
-    if (!PyBytes_Check(item)) {
+    /* Exactly bytes (vLLM's BlockHash): then hash + suffix is these bytes
+     * followed by the suffix, whatever a subclass's + would do. */
+    if (!PyBytes_CheckExact(item)) {
         Py_XDECREF(owned);
         c->status = PROBE_UNSUPPORTED;
         return 0;

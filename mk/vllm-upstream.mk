@@ -11,9 +11,9 @@ VLLM_UPSTREAM_TESTS ?=
 
 .PHONY: vllm-upstream-tests vllm-upstream-clean
 
-# `lib`: the plugin uses the native core when it loads, so a stale
-# extracted_c/libprefix_cache.so must be rebuilt before vLLM runs on it.
-vllm-upstream-tests: setup lib
+# `ext`: the plugin serves with the native extension (the default core), so
+# a stale extracted_c/_hotpath*.so must be rebuilt before vLLM runs on it.
+vllm-upstream-tests: setup ext
 	PY="$(abspath $(PY))" bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
 
 vllm-upstream-clean:
