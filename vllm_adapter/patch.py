@@ -93,7 +93,7 @@ def install(mode: Mode | None = None) -> bool:
     """Patch vLLM if its build is known and the mode is not ``off``.
 
     Returns whether the patch is active. Never raises for an unknown vLLM
-    or a missing native library: those leave vLLM untouched (or use the
+    or a missing native extension: those leave vLLM untouched (or use the
     Python search) and log one line. The opt-in KV-offload store filter
     (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) is installed first, on its own
     fingerprint, whatever the lookup patch does.
