@@ -96,11 +96,25 @@ lib: $(LIB)
 $(LIB): $(C_SRC)
 	$(CC) $(CFLAGS_LIB) -o $@ $(C_UNITS)
 
-lib-asan: $(LIB_ASAN)
+# The extension's ASan + UBSan build: the proved search (probe instance) and
+# the CPython glue, both instrumented; ffi-test-asan loads it in place of the
+# in-place build through $PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
+HOTPATH_ASAN := build/asan/_hotpath.so
+HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/hotpath_module.c
+
+lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN)
 
 $(LIB_ASAN): $(C_SRC)
 	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(C_UNITS)
+	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
+
+$(HOTPATH_ASAN): $(C_SRC) extracted_c/hotpath_module.c | $(STAMP)
+	mkdir -p $(dir $@)
+	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
+		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
+		-Iextracted_c -o $@ $(HOTPATH_ASAN_SRC)
 	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
@@ -117,10 +131,20 @@ test: setup lib ext
 ffi-test: setup lib ext
 	$(TEST_ENV) $(PY) -m pytest -q tests/test_ffi.py
 
+# The cffi library's tests, then the extension's (its glue's tests and the
+# hot-path tests, with smaller case counts: PREFIX_CACHE_GLUE_QUICK), each
+# against the instrumented build; test_hotpath_glue.py checks that the
+# module it runs is $(HOTPATH_ASAN). --capture=sys leaves file descriptor 2
+# alone, so a sanitizer's report is printed before it ends the run.
+ASAN_RUN := ASAN_OPTIONS=detect_leaks=0 \
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)"
+
 ffi-test-asan: setup lib-asan
-	$(TEST_ENV) PREFIX_CACHE_LIB=$(LIB_ASAN) ASAN_OPTIONS=detect_leaks=0 \
-		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-		$(PY) -m pytest -q -p no:cacheprovider tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
+	$(TEST_ENV) PREFIX_CACHE_LIB=$(LIB_ASAN) $(ASAN_RUN) \
+		$(PY) -m pytest -q -p no:cacheprovider --capture=sys \
+		tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
+	$(TEST_ENV) PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
+		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py
 
 lint-lean:
 	$(PYTHON) scripts/lint_lean.py .

@@ -6,7 +6,7 @@
  * prefix_cache.c compiled unchanged in its probe instance (see
  * prefix_cache_probe.c): Frama-C/WP proves the mask instance of that text.
  * This file is the glue around it and is NOT proved; it is tested against
- * vLLM's own method on vLLM's real BlockPool (tests/test_hotpath.py, also
+ * vLLM's own method on vLLM's real BlockPool (tests/test_hotpath_glue.py, also
  * under ASan + UBSan). It does three things:
  *   1. decides whether the fast path applies (else it hands the call, as it
  *      came, to the Python lookup ``fallback``, which serves any input);
@@ -405,8 +405,9 @@ group_list(probe_ctx *c, Py_ssize_t g, PyObject *null_block, int64_t first_real,
     if (list == NULL) {
         return NULL;
     }
+    /* first_real references to null_block at once, as [x] * n does. */
+    Py_SET_REFCNT(null_block, Py_REFCNT(null_block) + (Py_ssize_t)first_real);
     for (k = 0; k < (Py_ssize_t)first_real; k++) {
-        Py_INCREF(null_block);
         PyList_SET_ITEM(list, k, null_block);
     }
     for (e = 0; e < c->log_len; e++) {
@@ -440,7 +441,7 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
     int64_t max_length, alignment, block_size, sliding_window, hash_block_size, ws;
     int64_t n, need, period, gid;
     Py_ssize_t ngroups, g, len;
-    int eagle, own, status = FAST_ERROR;
+    int eagle, own, status = FAST_ERROR, reading_input = 1;
     PyObject *bs_obj = NULL, *sw_obj = NULL, *hbs_obj = NULL, *hash_map = NULL,
              *cache = NULL, *get_one = NULL, *null_block = NULL, *hashes = NULL,
              *computed = NULL, *hit = NULL, *key_fn;
@@ -605,6 +606,7 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
         }
     }
 
+    reading_input = 0; /* from here on, a failure is ours */
     find_hit_probe(probe, &c, n, need, period, eagle, &r); /* the proved search */
 
     if (c.status == PROBE_UNSUPPORTED) {
@@ -639,6 +641,14 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
     }
 
 done:
+    /* A failure while reading the arguments (a truth test, resolve's assert
+     * on block sizes vLLM rejects, ...) is the input's: the Python lookup
+     * reads them again the same way and raises what vLLM raises, without
+     * telling on_error. BaseExceptions (KeyboardInterrupt) propagate. */
+    if (status == FAST_ERROR && reading_input && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        status = FAST_DELEGATE;
+    }
     log_release(&c);
     if (suffix != suffix_stack) {
         PyMem_Free(suffix);
@@ -683,7 +693,12 @@ swa_lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, 
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     }
     /* A failure of ours (never an input vLLM rejects: those were
-     * delegated): tell on_error, then vLLM's own method answers. */
+     * delegated): tell on_error, then vLLM's own method answers. Not a
+     * KeyboardInterrupt or SystemExit, which the Python lookup lets
+     * through too. */
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        return NULL;
+    }
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     if (tb != NULL && value != NULL) {

@@ -27,6 +27,20 @@ def lib() -> None:
     require_native()
 
 
+def require_hotpath() -> None:
+    """Skip (or, under ``make check``, fail) when the extension
+    ``extracted_c._hotpath`` cannot be loaded (``make ext`` builds it)."""
+    from extracted_c import hotpath
+
+    try:
+        hotpath.load()
+    except hotpath.HotPathUnavailable as exc:
+        message = str(exc)
+        if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1":
+            pytest.fail(message + " (PREFIX_CACHE_REQUIRE_NATIVE=1)")
+        pytest.skip(message)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     for name, count in sorted(CASE_COUNTS.items()):
         terminalreporter.write_line(f"cases checked: {name} = {count}")

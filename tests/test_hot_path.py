@@ -1,16 +1,20 @@
-"""The adapter's hot path: the inline pool read, its guards, and the cached
-search parameters, each against vLLM's own method on real vLLM objects.
+"""The adapter's hot path, both cores, against vLLM's own method on real
+vLLM objects: the inline pool read, its guards, its error path, and the
+cached search parameters.
 
 * ``python_search`` is ``pyspec.find_hit`` (every small mask);
 * one-group and multi-group lookups read vLLM's hash map inline and return
   vLLM's answer, also when several blocks share a key (vLLM's own
-  ``get_one_block`` answers those): with the python core through
-  ``fast_search`` (the search with the read inlined), with any other core
-  through the mask objects ``OneGroupMask`` / ``GroupsMask``;
-* the inline read is not used, and ``get_cached_block`` answers instead,
-  when its fingerprint is unknown, when the pool's probe is overridden
-  (instance, subclass, class) or when a group id is not a plain 4-byte int;
-  vLLM's own errors come out unchanged;
+  ``get_one_block`` answers those): with the native core in C (the
+  extension ``extracted_c._hotpath``, nothing delegated), with the python
+  core through the mask objects ``OneGroupMask`` / ``GroupsMask``;
+* the inline read is not used when its fingerprint is unknown, when the
+  pool's probe, the map's read or vLLM's key function is overridden, when a
+  group id is not a plain 4-byte int or a hash not exactly bytes, or when
+  vLLM's block class has a truth value: the native core hands those calls
+  to the Python lookup (``delegated``), which probes through
+  ``get_cached_block``; vLLM's answers and errors come out unchanged;
+* a failure inside our lookup is reported once and vLLM's method answers;
 * the cached search parameters survive being emptied.
 """
 
@@ -22,9 +26,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from conftest import CASE_COUNTS  # noqa: E402
+from conftest import CASE_COUNTS, require_hotpath  # noqa: E402
 from masks import random_alignment, random_mask, random_window  # noqa: E402
-from vllm.v1.core.block_pool import BlockPool  # noqa: E402
+from vllm.v1.core import block_pool as block_pool_module  # noqa: E402
+from vllm.v1.core.block_pool import BlockHashToBlockMap, BlockPool  # noqa: E402
 from vllm.v1.core.kv_cache_utils import KVCacheBlock, make_block_hash_with_group_id  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
@@ -32,6 +37,7 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     assert_same_answer,
     build_planted_cache,
     count_get_cached_block,
+    count_native,
     make_spec,
     split_mask_across_groups,
     unpatched,
@@ -40,6 +46,8 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
 import vllm_adapter  # noqa: E402
 from pyspec import SearchParams, find_hit  # noqa: E402
 from vllm_adapter import Mode, fingerprint, patch, swa_lookup  # noqa: E402
+
+CORES = ("native", "python")
 
 
 def _vllm(**args):
@@ -50,21 +58,26 @@ def _ours(**args):
     return SlidingWindowManager.find_longest_cache_hit(**args)
 
 
+@pytest.fixture(params=CORES)
+def core(request, monkeypatch) -> str:
+    """The core ``vllm_adapter.install()`` is asked for; each test installs
+    after its own patches (some of them are read at install time)."""
+    if request.param == "native":
+        require_hotpath()
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, request.param)
+    return request.param
+
+
+def _install(core: str) -> None:
+    assert vllm_adapter.install(Mode.ON)
+    assert vllm_adapter.status()["backend"] == core
+
+
 @pytest.fixture
 def masks_built(monkeypatch) -> dict[str, int]:
-    """Count which mask class each lookup builds, and the lookups answered
-    by fast_search (``fast_one`` / ``fast_groups``); the adapter looks all
-    of them up in its module at call time."""
-    built = {"one": 0, "groups": 0, "pool": 0, "fast_one": 0, "fast_groups": 0}
-    fast_one, fast_groups = swa_lookup.find_hit_one_group, swa_lookup.find_hit_groups
-
-    def counting_one(*args):
-        built["fast_one"] += 1
-        return fast_one(*args)
-
-    def counting_groups(*args):
-        built["fast_groups"] += 1
-        return fast_groups(*args)
+    """Count which mask class each Python lookup builds; the lookup finds
+    them in its module at call time."""
+    built = {"one": 0, "groups": 0, "pool": 0}
 
     class One(swa_lookup.OneGroupMask):
         __slots__ = ()
@@ -90,38 +103,29 @@ def masks_built(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(swa_lookup, "OneGroupMask", One)
     monkeypatch.setattr(swa_lookup, "GroupsMask", Groups)
     monkeypatch.setattr(swa_lookup, "PoolMask", Pool)
-    monkeypatch.setattr(swa_lookup, "find_hit_one_group", counting_one)
-    monkeypatch.setattr(swa_lookup, "find_hit_groups", counting_groups)
     return built
 
 
-@pytest.fixture(params=["fast", "mask"])
-def inline_path(request, monkeypatch) -> str:
-    """``fast``: the python core, answered by fast_search; ``mask``: the
-    same search behind another name, so the adapter probes through the mask
-    objects (as it does for the native core)."""
-    if request.param == "mask":
-        def wrapped(cached, params):
-            return swa_lookup.python_search(cached, params)
-
-        monkeypatch.setattr(patch, "_choose_search", lambda: (wrapped, "python"))
-    return request.param
-
-
-def _assert_inline_path(built: dict[str, int], path: str) -> None:
-    """Both one- and several-group lookups took ``path``'s inline read."""
-    assert built["pool"] == 0
-    if path == "fast":
-        assert built["fast_one"] > 0 and built["fast_groups"] > 0
-        assert built["one"] == built["groups"] == 0
+def _assert_inline_path(core: str, built: dict[str, int], path: dict[str, int]) -> None:
+    """One- and several-group lookups took ``core``'s inline read: in C
+    with nothing delegated, or through the mask objects."""
+    assert built["pool"] == 0, built
+    if core == "native":
+        assert path["native"] > 0 and path["delegated"] == 0, path
+        assert built["one"] == built["groups"] == 0, built
     else:
-        assert built["one"] > 0 and built["groups"] > 0
-        assert built["fast_one"] == built["fast_groups"] == 0
+        assert path == {"native": 0, "delegated": 0}, path
+        assert built["one"] > 0 and built["groups"] > 0, built
 
 
-def _assert_no_inline_read(built: dict[str, int]) -> None:
-    assert built["one"] == built["groups"] == 0
-    assert built["fast_one"] == built["fast_groups"] == 0
+def _assert_refused(core: str, built: dict[str, int], path: dict[str, int]) -> None:
+    """The inline read was not used: the native core delegated every call,
+    and no Python lookup read the hash map directly."""
+    if core == "native":
+        assert path["native"] == 0 and path["delegated"] > 0, path
+    else:
+        assert path == {"native": 0, "delegated": 0}, path
+    assert built["one"] == built["groups"] == 0, built
 
 
 def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
@@ -140,14 +144,7 @@ def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
         cache = build_planted_cache(masks, block_size, salt=rng.randbytes(8))
         pool = cache.block_pool
         if duplicates:
-            # Second blocks come from another pool: distinct objects, so an
-            # identity check tells which one a lookup returned.
-            extra = iter(BlockPool(num_gpu_blocks=len(cache.planted) + 1, enable_caching=True,
-                                   hash_block_size=block_size).blocks[1:])
-            for i, g in list(cache.planted):
-                if rng.random() < duplicates:
-                    pool.cached_block_hash_to_block.insert(
-                        make_block_hash_with_group_id(cache.block_hashes[i], g), next(extra))
+            _add_second_blocks(rng, cache, duplicates)
         for _ in range(min(50, cases - done)):
             need = rng.choice((shape_need, rng.randint(0, 60)))
             args = dict(
@@ -160,9 +157,30 @@ def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
                 alignment_tokens=random_alignment(rng, block_size),
             )
             assert_same_answer(_ours(**args), _vllm(**args),
-                         {k: v for k, v in args.items() if k != "block_hashes"})
+                               {k: v for k, v in args.items() if k != "block_hashes"})
             done += 1
     return done
+
+
+def _add_second_blocks(rng: random.Random, cache, share: float) -> None:
+    """Insert a second block under ``share`` of the planted keys. The second
+    blocks come from another pool: distinct objects, so an identity check
+    tells which one a lookup returned."""
+    extra = iter(BlockPool(num_gpu_blocks=len(cache.planted) + 1, enable_caching=True,
+                           hash_block_size=cache.block_pool.hash_block_size).blocks[1:])
+    for i, g in list(cache.planted):
+        if rng.random() < share:
+            cache.block_pool.cached_block_hash_to_block.insert(
+                make_block_hash_with_group_id(cache.block_hashes[i], g), next(extra))
+
+
+def _small_lookup(group_ids=(0,), max_length=32) -> dict:
+    cache = build_planted_cache({g: [True] * 8 for g in group_ids}, 4)
+    return dict(
+        block_hashes=cache.block_hashes, max_length=max_length,
+        kv_cache_group_ids=list(group_ids), block_pool=cache.block_pool,
+        kv_cache_spec=make_spec(4, 9), drop_eagle_block=False, alignment_tokens=4,
+    )
 
 
 def test_python_search_is_pyspec_find_hit() -> None:
@@ -178,79 +196,162 @@ def test_python_search_is_pyspec_find_hit() -> None:
     CASE_COUNTS["hot path: python_search = pyspec.find_hit"] += checked
 
 
-def test_inline_read_serves_one_and_many_groups(masks_built, inline_path) -> None:
-    assert vllm_adapter.install(Mode.ON)
-    done = _lookups(random.Random(3), 6000)
-    _assert_inline_path(masks_built, inline_path)
-    CASE_COUNTS[f"hot path: inline read vs vLLM ({inline_path})"] += done
+def test_inline_read_serves_one_and_many_groups(core, masks_built) -> None:
+    _install(core)
+    with count_native() as path:
+        done = _lookups(random.Random(3), 6000)
+    _assert_inline_path(core, masks_built, path)
+    CASE_COUNTS[f"hot path: inline read vs vLLM ({core})"] += done
 
 
-def test_inline_read_with_several_blocks_under_a_key(masks_built, inline_path) -> None:
+def test_inline_read_with_several_blocks_under_a_key(core, masks_built) -> None:
     """vLLM's map holds a dict under a key cached twice; the inline read
-    hands those to vLLM's own get_one_block and must pick the same block."""
-    assert vllm_adapter.install(Mode.ON)
-    done = _lookups(random.Random(5), 3000, duplicates=0.4)
-    _assert_inline_path(masks_built, inline_path)
-    CASE_COUNTS[f"hot path: inline read, duplicate keys ({inline_path})"] += done
+    hands those to vLLM's own get_one_block and must pick the same block
+    (the native core still answers those calls itself)."""
+    _install(core)
+    with count_native() as path:
+        done = _lookups(random.Random(5), 3000, duplicates=0.4)
+    _assert_inline_path(core, masks_built, path)
+    CASE_COUNTS[f"hot path: inline read, duplicate keys ({core})"] += done
 
 
-def test_an_error_in_fast_search_goes_to_vllm(monkeypatch, caplog) -> None:
-    """A failure inside the specialization is reported and vLLM answers."""
-    def broken(*args):
-        raise RuntimeError("boom")
+class FlakyBlocks(dict):
+    """What vLLM keeps under a key cached twice (a dict of blocks), whose
+    ``values()`` raises the next ``failures`` times it is read: a failure
+    inside our lookup on an input vLLM answers (it reads the key again)."""
 
-    monkeypatch.setattr(swa_lookup, "find_hit_one_group", broken)
-    assert vllm_adapter.install(Mode.ON)
+    failures = 0
+
+    def values(self):  # type: ignore[override]
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("injected failure in get_one_block")
+        return super().values()
+
+
+def _plant_flaky(args: dict, index: int) -> FlakyBlocks:
+    """Put the block planted at ``index`` (group 0) under its key again as
+    a ``FlakyBlocks``; vLLM's get_one_block answers that same block."""
+    hash_map = args["block_pool"].cached_block_hash_to_block
+    key = make_block_hash_with_group_id(args["block_hashes"][index], 0)
+    block = hash_map._cache[key]
+    assert type(block) is KVCacheBlock
+    flaky = FlakyBlocks({block.block_id: block})
+    hash_map._cache[key] = flaky
+    return flaky
+
+
+def test_an_error_in_our_lookup_goes_to_vllm(core, monkeypatch, caplog) -> None:
+    """A failure inside our lookup (here: vLLM's own get_one_block raising
+    once) is told to on_error, logged once, and vLLM's method answers."""
+    monkeypatch.setattr(patch._state, "stats", patch.Stats())  # errors from 0
+    _install(core)
     args = _small_lookup()
-    errors = vllm_adapter.stats().errors
-    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
-        assert_same_answer(_ours(**args), _vllm(**args), "fast_search raised")
-    assert vllm_adapter.stats().errors == errors + 1
+    flaky = _plant_flaky(args, 7)  # the first block the search probes
+    expected = _vllm(**args)
+    assert expected[1] == 32
+    with caplog.at_level(logging.ERROR, logger="vllm_adapter"), count_native() as path:
+        for _ in range(3):
+            flaky.failures = 1
+            assert_same_answer(_ours(**args), expected, "get_one_block raised")
+            assert flaky.failures == 0  # it did fail inside ours
+    assert vllm_adapter.stats().errors == 3
+    # Neither answered by the C search nor handed to the Python lookup.
+    assert path == {"native": 0, "delegated": 0}, path
+    assert caplog.text.count("lookup failed") == 1
+    assert "injected failure in get_one_block" in caplog.text
 
 
-def test_unknown_pool_read_fingerprint_probes_through_vllm(monkeypatch, masks_built, caplog) -> None:
+class Untruthy:
+    """A drop_eagle_block whose truth test raises (vLLM's first use of it)."""
+
+    def __bool__(self) -> bool:
+        raise ZeroDivisionError("no truth value")
+
+
+def test_inputs_vllm_rejects_are_not_our_errors(core, monkeypatch) -> None:
+    """An argument vLLM rejects while the lookup reads it (resolve's assert
+    on a block size that is no multiple of the hash block size, a truth
+    test that raises) gets vLLM's exception, and is not counted or logged
+    as a failure of ours."""
+    monkeypatch.setattr(patch._state, "stats", patch.Stats())
+    _install(core)
+    fine = build_planted_cache({0: [True] * 8}, 4, hash_block_size=2)
+    rejected = [
+        (dict(_small_lookup(), drop_eagle_block=Untruthy()), ZeroDivisionError),
+        (dict(_small_lookup(), block_pool=fine.block_pool, kv_cache_spec=make_spec(5, 9)),
+         AssertionError),
+    ]
+    for args, error in rejected:
+        with pytest.raises(error):
+            _vllm(**args)
+        with pytest.raises(error):
+            _ours(**args)
+    assert vllm_adapter.stats().errors == 0
+
+
+def test_keyboard_interrupt_is_not_swallowed(core, monkeypatch) -> None:
+    """A KeyboardInterrupt inside the lookup propagates (it is no failure
+    for vLLM's method to paper over), and is not counted as one."""
+    monkeypatch.setattr(patch._state, "stats", patch.Stats())
+    _install(core)
+    args = _small_lookup()
+    hash_map = args["block_pool"].cached_block_hash_to_block
+    key = make_block_hash_with_group_id(args["block_hashes"][7], 0)
+
+    class Interrupting(dict):
+        def values(self):  # type: ignore[override]
+            raise KeyboardInterrupt
+
+    hash_map._cache[key] = Interrupting({hash_map._cache[key].block_id: hash_map._cache[key]})
+    with pytest.raises(KeyboardInterrupt):
+        _ours(**args)
+    assert vllm_adapter.stats().errors == 0
+
+
+def test_unknown_pool_read_fingerprint_probes_through_vllm(
+    core, monkeypatch, masks_built, caplog
+) -> None:
     version = fingerprint.installed_version()
     monkeypatch.setattr(fingerprint, "POOL_READ_FINGERPRINTS", {version: "0" * 64})
     with caplog.at_level(logging.INFO, logger="vllm_adapter"):
-        assert vllm_adapter.install(Mode.ON)
+        _install(core)
     assert "probing through get_cached_block" in caplog.text
-    done = _lookups(random.Random(9), 1500)
-    _assert_no_inline_read(masks_built)
+    with count_native() as path:
+        done = _lookups(random.Random(9), 1500)
+    _assert_refused(core, masks_built, path)
     assert masks_built["pool"] > 0
-    CASE_COUNTS["hot path: generic probe (fingerprint mismatch)"] += done
+    CASE_COUNTS[f"hot path: generic probe, fingerprint mismatch ({core})"] += done
 
 
-def test_a_block_class_with_a_truth_value_disables_the_inline_read(monkeypatch, masks_built) -> None:
+def test_a_block_class_with_a_truth_value_disables_the_inline_read(
+    core, monkeypatch, masks_built
+) -> None:
     """vLLM tests ``if not block``; the inline read assumes a stored block
     is true, so a KVCacheBlock that defines its truth value turns it off."""
-    monkeypatch.setattr(KVCacheBlock, "__bool__", lambda self: True, raising=False)
-    assert vllm_adapter.install(Mode.ON)
-    _lookups(random.Random(13), 200)
-    _assert_no_inline_read(masks_built)
+    monkeypatch.setattr(KVCacheBlock, "__bool__", lambda self: self.block_id % 3 != 0,
+                        raising=False)
+    _install(core)
+    with count_native() as path:
+        _lookups(random.Random(13), 300)
+    _assert_refused(core, masks_built, path)
+    assert masks_built["pool"] > 0
 
 
-def _small_lookup(group_ids=(0,), max_length=32) -> dict:
-    cache = build_planted_cache({g: [True] * 8 for g in group_ids}, 4)
-    return dict(
-        block_hashes=cache.block_hashes, max_length=max_length,
-        kv_cache_group_ids=list(group_ids), block_pool=cache.block_pool,
-        kv_cache_spec=make_spec(4, 9), drop_eagle_block=False, alignment_tokens=4,
-    )
-
-
-def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
+def test_an_overridden_probe_is_called(core, monkeypatch, masks_built) -> None:
     """A wrapped or overridden get_cached_block (a test's counter, a
     subclass, a patched class) is called for every probe, as vLLM would."""
-    assert vllm_adapter.install(Mode.ON)
+    _install(core)
     args = _small_lookup()
-    with count_get_cached_block(args["block_pool"]) as ours_count:
-        ours = _ours(**args)
+    with count_native() as path:
+        with count_get_cached_block(args["block_pool"]) as ours_count:
+            ours = _ours(**args)
     with count_get_cached_block(args["block_pool"]) as vllm_count:
         theirs = _vllm(**args)
     assert_same_answer(ours, theirs, "instance override")
     assert ours_count[0] > 0 and vllm_count[0] > 0
     assert masks_built["pool"] == 1
-    _assert_no_inline_read(masks_built)
+    _assert_refused(core, masks_built, path)
 
     class NothingCached(BlockPool):
         def get_cached_block(self, block_hash, kv_cache_group_ids):
@@ -258,8 +359,11 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
 
     pool = NothingCached(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
     odd = dict(args, block_pool=pool)
-    assert_same_answer(_ours(**odd), _vllm(**odd), "subclass override")
-    assert _ours(**odd)[1] == 0
+    with count_native() as path:
+        ours = _ours(**odd)
+    assert_same_answer(ours, _vllm(**odd), "subclass override")
+    assert ours[1] == 0
+    _assert_refused(core, masks_built, path)
 
     calls = []
     real = BlockPool.get_cached_block
@@ -269,32 +373,99 @@ def test_an_overridden_probe_is_called(monkeypatch, masks_built) -> None:
         return real(self, block_hash, kv_cache_group_ids)
 
     monkeypatch.setattr(BlockPool, "get_cached_block", spy)
-    assert_same_answer(_ours(**args), _vllm(**args), "class patch")
+    with count_native() as path:
+        ours = _ours(**args)
     assert calls
-    _assert_no_inline_read(masks_built)
+    assert_same_answer(ours, _vllm(**args), "class patch")
+    _assert_refused(core, masks_built, path)
+
+
+@pytest.mark.parametrize("where", ["instance", "class", "key function"])
+def test_an_overridden_map_read_is_called(core, where, monkeypatch, masks_built) -> None:
+    """A patched get_one_block (on the map or its class) or a replaced
+    make_block_hash_with_group_id is what vLLM's probe calls; ours calls it
+    too (through get_cached_block), and answers what vLLM answers with it."""
+    _install(core)
+    args = _small_lookup(group_ids=(0, 1))
+    hash_map = args["block_pool"].cached_block_hash_to_block
+    seen: list[bytes] = []
+    if where == "key function":
+        real_key = block_pool_module.make_block_hash_with_group_id
+
+        def key(block_hash, group_id):
+            seen.append(block_hash)
+            return real_key(block_hash, group_id)
+
+        monkeypatch.setattr(block_pool_module, "make_block_hash_with_group_id", key)
+    else:
+        real_read = BlockHashToBlockMap.get_one_block
+
+        def read(self, key):
+            seen.append(key)
+            # Every other block reads as missing: the answer differs from
+            # what the unpatched map would give.
+            block = real_read(self, key)
+            return block if block is not None and block.block_id % 2 else None
+
+        if where == "class":
+            monkeypatch.setattr(BlockHashToBlockMap, "get_one_block", read)
+        else:
+            hash_map.get_one_block = read.__get__(hash_map)
+    with count_native() as path:
+        ours = _ours(**args)
+    assert seen
+    assert_same_answer(ours, _vllm(**args), where)
+    _assert_refused(core, masks_built, path)
 
 
 @pytest.mark.parametrize("group_id", [-1, 1 << 32, True, 1.0])
-def test_odd_group_ids_go_through_vllms_probe(group_id, masks_built) -> None:
+def test_odd_group_ids_go_through_vllms_probe(core, group_id, masks_built) -> None:
     """Only a plain int in [0, 2**32) is encoded inline; anything else is
     probed by vLLM's own code, which raises (or not) as vLLM does."""
-    assert vllm_adapter.install(Mode.ON)
+    _install(core)
     args = dict(_small_lookup(), kv_cache_group_ids=[group_id])
-    try:
-        theirs = _vllm(**args)
-    except Exception as exc:
-        with pytest.raises(type(exc)):
-            _ours(**args)
-    else:
-        assert_same_answer(_ours(**args), theirs, group_id)
-    _assert_no_inline_read(masks_built)
+    with count_native() as path:
+        try:
+            theirs = _vllm(**args)
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                _ours(**args)
+        else:
+            assert_same_answer(_ours(**args), theirs, group_id)
+    _assert_refused(core, masks_built, path)
     empty = dict(args, max_length=0)  # no probe at all: no error either
     assert_same_answer(_ours(**empty), _vllm(**empty), group_id)
 
 
+def test_group_ids_not_a_list_and_hashes_not_bytes(core, masks_built) -> None:
+    """A tuple of group ids, and hashes of a bytes subclass whose ``+``
+    builds another key, are outside the native core's model: delegated, and
+    answered as vLLM answers them (the subclass makes vLLM miss)."""
+    _install(core)
+    args = _small_lookup(group_ids=(0, 1))
+
+    class OtherKey(bytes):
+        def __add__(self, other: bytes) -> bytes:
+            return bytes(self) + b"!" + other
+
+    cases = [
+        dict(args, kv_cache_group_ids=(0, 1)),
+        dict(args, block_hashes=[OtherKey(h) for h in args["block_hashes"]]),
+    ]
+    with count_native() as path:
+        answers = [_ours(**case) for case in cases]
+    for case, ours in zip(cases, answers):
+        assert_same_answer(ours, _vllm(**case), type(case["kv_cache_group_ids"]))
+    assert answers[0][1] == 32 and answers[1][1] == 0
+    if core == "native":
+        assert path == {"native": 0, "delegated": 2}, path
+
+
 def test_params_cache_survives_being_emptied(monkeypatch) -> None:
+    """The python core's SearchParams cache (the native core has none)."""
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "python")
     monkeypatch.setattr(swa_lookup, "_PARAMS_CACHE_LIMIT", 3)
-    assert vllm_adapter.install(Mode.ON)
+    _install("python")
     rng = random.Random(17)
     cache = build_planted_cache({0: [rng.random() < 0.7 for _ in range(64)]}, 4)
     for _ in range(300):
@@ -308,10 +479,11 @@ def test_params_cache_survives_being_emptied(monkeypatch) -> None:
         assert_same_answer(_ours(**args), _vllm(**args), args["max_length"])
 
 
-def test_calls_are_counted_once_per_lookup() -> None:
-    assert vllm_adapter.install(Mode.ON)
+def test_calls_are_counted_once_per_lookup(core) -> None:
+    _install(core)
     before = vllm_adapter.stats().calls
     args = _small_lookup()
     for _ in range(5):
         _ours(**args)
-    assert vllm_adapter.stats().calls == before + 5
+    _ours(**dict(args, kv_cache_group_ids=[True]))  # delegated: still one call
+    assert vllm_adapter.stats().calls == before + 6
