@@ -402,13 +402,21 @@ def test_no_reference_or_memory_leak(monkeypatch) -> None:
     lookup = _install()
     rng = random.Random(11)
     cases, watched = _leak_cases(rng)
-    null_blocks = {id(b): b for b in watched if isinstance(b, BlockPool)}
-    watched.extend(pool.null_block for pool in null_blocks.values())
+    pools = [obj for obj in watched if isinstance(obj, BlockPool)]
+    watched.extend(pool.null_block for pool in pools)  # the lists' padding
     rounds = max(LEAK_LOOKUPS // len(cases), 1)
     ended: dict[str, set[str]] = {}
     for _ in range(3):  # warm-up: every cache (params, suffixes, free lists) filled
         for kind, args, flaky in cases:
-            ended.setdefault(kind, set()).add(_run(lookup, kind, args, flaky))
+            with count_native() as path:
+                ended.setdefault(kind, set()).add(_run(lookup, kind, args, flaky))
+            # Each kind takes the path its name says.
+            if kind.startswith(("delegated", "rejected")):
+                assert path == {"native": 0, "delegated": 1}, (kind, path)
+            elif kind.startswith("on_error"):
+                assert path == {"native": 0, "delegated": 0}, (kind, path)
+            else:
+                assert path == {"native": 1, "delegated": 0}, (kind, path)
     assert {kind for kind, ways in ended.items() if ways != {"answer"}} == {
         "rejected: short hash list", "rejected: not a sliding window",
         "rejected: odd finer hashes",
