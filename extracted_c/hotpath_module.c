@@ -62,11 +62,13 @@ typedef struct {
     int hashes_is_list;
     PyObject *cache;      /* borrowed: the hash map's dict */
     PyObject *block_type; /* borrowed: vLLM's KVCacheBlock */
-    PyObject *get_one;    /* borrowed: the hash map's bound get_one_block */
+    PyObject *hash_map;   /* borrowed: the pool's BlockHashToBlockMap */
+    PyObject *read_fn;    /* borrowed: BlockHashToBlockMap.get_one_block */
     Py_ssize_t ngroups;
     unsigned char (*suffix)[4]; /* ngroups big-endian group ids */
     int64_t n;
     int status;
+    PyObject *key;        /* owned: the reused key (make_key), or NULL */
     /* The hit log: entry e is block index log_idx[e] and its blocks
      * log_blocks[e * ngroups .. (e + 1) * ngroups), owned references. */
     int64_t *log_idx;
@@ -129,6 +131,47 @@ log_release(probe_ctx *c)
     }
 }
 
+/* The key of one read: hash + suffix. On CPython 3.11/3.12 one bytes
+ * object per lookup is refilled for every read (c->key, which only this
+ * file ever references) and its hash is computed as bytes_hash computes it,
+ * so the dict is asked with _PyDict_GetItem_KnownHash and no object is made
+ * per probe; elsewhere a new bytes object per read. A borrowed reference
+ * (reused) or a new one (*fresh set); NULL with an exception set. */
+static PyObject *
+make_key(probe_ctx *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
+         Py_hash_t *key_hash, int *fresh)
+{
+    PyObject *key;
+    char *buf;
+
+#if PY_VERSION_HEX < 0x030D0000
+    if (c->key == NULL || PyBytes_GET_SIZE(c->key) != hash_len + 4) {
+        Py_XDECREF(c->key);
+        c->key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
+        if (c->key == NULL) {
+            return NULL;
+        }
+    }
+    key = c->key;
+    *fresh = 0;
+#else
+    key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
+    if (key == NULL) {
+        return NULL;
+    }
+    *fresh = 1;
+#endif
+    buf = PyBytes_AS_STRING(key);
+    memcpy(buf, hash, (size_t)hash_len);
+    memcpy(buf + hash_len, suffix, 4);
+#if PY_VERSION_HEX < 0x030D0000
+    *key_hash = _Py_HashBytes(buf, hash_len + 4);
+#else
+    *key_hash = -1;
+#endif
+    return key;
+}
+
 /* One group's read: a new reference to the block, or NULL with *miss set
  * (no exception) or NULL with an exception set. */
 static PyObject *
@@ -136,30 +179,43 @@ read_block(probe_ctx *c, const char *hash, Py_ssize_t hash_len, const unsigned c
 {
     PyObject *key;
     PyObject *block;
-    char *buf;
+    Py_hash_t key_hash;
+    int fresh;
     int truth;
 
-    key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
+    key = make_key(c, hash, hash_len, suffix, &key_hash, &fresh);
     if (key == NULL) {
         return NULL;
     }
-    buf = PyBytes_AS_STRING(key);
-    memcpy(buf, hash, (size_t)hash_len);
-    memcpy(buf + hash_len, suffix, 4);
+#if PY_VERSION_HEX < 0x030D0000
+    block = _PyDict_GetItem_KnownHash(c->cache, key, key_hash); /* borrowed */
+#else
     block = PyDict_GetItemWithError(c->cache, key); /* borrowed */
-    if (block == NULL) {
+#endif
+    if (fresh) {
         Py_DECREF(key);
+    }
+    if (block == NULL) {
         *miss = !PyErr_Occurred();
         return NULL;
     }
     if (Py_TYPE(block) == (PyTypeObject *)c->block_type) {
-        Py_DECREF(key);
         Py_INCREF(block);
         return block;
     }
+    /* vLLM's get_one_block gets a key of its own, never the reused one. */
+    key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
+    if (key == NULL) {
+        return NULL;
+    }
+    memcpy(PyBytes_AS_STRING(key), hash, (size_t)hash_len);
+    memcpy(PyBytes_AS_STRING(key) + hash_len, suffix, 4);
     /* Several blocks (or anything else) under the key: vLLM's own read and
      * vLLM's own truth test (``if not block``). */
-    block = PyObject_CallOneArg(c->get_one, key);
+    {
+        PyObject *call[2] = {c->hash_map, key};
+        block = PyObject_Vectorcall(c->read_fn, call, 2, NULL); /* hash_map.get_one_block(key) */
+    }
     Py_DECREF(key);
     if (block == NULL) {
         return NULL;
@@ -357,20 +413,28 @@ exact_int(PyObject *obj, int64_t low, int64_t high, int64_t *out)
     return 1;
 }
 
-/* obj.name is a method bound to obj whose function is fn (nothing patched
- * on the class or the instance). -1 with an exception set on error. */
+/* obj.name() calls fn: the class resolves name to fn and the instance
+ * does not shadow it (nothing patched on the class or the instance). Read
+ * without making a bound method. -1 with an exception set on error. */
 static int
-is_own_method(PyObject *obj, PyObject *name, PyObject *fn)
+resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
 {
-    PyObject *m = PyObject_GetAttr(obj, name);
-    int own;
+    PyObject *dict;
+    PyObject *shadow;
 
-    if (m == NULL) {
+    if (_PyType_Lookup(Py_TYPE(obj), name) != fn) { /* borrowed, MRO-cached */
+        return 0;
+    }
+    dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
         return -1;
     }
-    own = PyMethod_Check(m) && PyMethod_GET_FUNCTION(m) == fn && PyMethod_GET_SELF(m) == obj;
-    Py_DECREF(m);
-    return own;
+    shadow = PyDict_GetItemWithError(dict, name);
+    Py_DECREF(dict);
+    if (shadow != NULL) {
+        return 0;
+    }
+    return PyErr_Occurred() ? -1 : 1;
 }
 
 static int64_t
@@ -443,7 +507,7 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
     Py_ssize_t ngroups, g, len;
     int eagle, own, status = FAST_ERROR, reading_input = 1;
     PyObject *bs_obj = NULL, *sw_obj = NULL, *hbs_obj = NULL, *hash_map = NULL,
-             *cache = NULL, *get_one = NULL, *null_block = NULL, *hashes = NULL,
+             *cache = NULL, *null_block = NULL, *hashes = NULL,
              *computed = NULL, *hit = NULL, *key_fn;
     unsigned char suffix_stack[8][4];
     unsigned char (*suffix)[4] = suffix_stack;
@@ -454,6 +518,7 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
 
     c.log_len = 0;
     c.log_on_heap = 0;
+    c.key = NULL;
     c.ngroups = 1;
 
     /* Arguments vLLM asserts on or that the search does not model go to
@@ -509,7 +574,7 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
         status = PyErr_Occurred() ? FAST_ERROR : FAST_DELEGATE;
         goto done;
     }
-    own = is_own_method(a[A_POOL], s_get_cached_block, self->probe_fn);
+    own = resolves_to(a[A_POOL], s_get_cached_block, self->probe_fn);
     if (own <= 0) {
         status = own < 0 ? FAST_ERROR : FAST_DELEGATE;
         goto done;
@@ -522,13 +587,9 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
         status = FAST_DELEGATE;
         goto done;
     }
-    get_one = PyObject_GetAttr(hash_map, s_get_one_block);
-    if (get_one == NULL) {
-        goto done;
-    }
-    if (!(PyMethod_Check(get_one) && PyMethod_GET_FUNCTION(get_one) == self->read_fn
-          && PyMethod_GET_SELF(get_one) == hash_map)) {
-        status = FAST_DELEGATE;
+    own = resolves_to(hash_map, s_get_one_block, self->read_fn);
+    if (own <= 0) {
+        status = own < 0 ? FAST_ERROR : FAST_DELEGATE;
         goto done;
     }
     cache = PyObject_GetAttr(hash_map, s_cache);
@@ -586,7 +647,8 @@ fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
     c.hashes_is_list = PyList_CheckExact(hashes);
     c.cache = cache;
     c.block_type = self->block_type;
-    c.get_one = get_one;
+    c.hash_map = hash_map;
+    c.read_fn = self->read_fn;
     c.ngroups = ngroups;
     c.suffix = suffix;
     c.n = n;
@@ -650,6 +712,7 @@ done:
         status = FAST_DELEGATE;
     }
     log_release(&c);
+    Py_XDECREF(c.key);
     if (suffix != suffix_stack) {
         PyMem_Free(suffix);
     }
@@ -659,7 +722,6 @@ done:
     Py_XDECREF(hbs_obj);
     Py_XDECREF(null_block);
     Py_XDECREF(cache);
-    Py_XDECREF(get_one);
     Py_XDECREF(hash_map);
     Py_XDECREF(sw_obj);
     Py_XDECREF(bs_obj);

@@ -31,7 +31,7 @@ class Core(enum.Enum):
     BlockPool and building vLLM's lists in C, one call per lookup.
     ``python``: pyspec's stride search, probing the BlockPool from Python.
     Both make the same probes and return vLLM's answer
-    (tests/test_hotpath.py, tests/test_adapter.py). If the extension cannot
+    (tests/test_hotpath_glue.py, tests/test_hot_path.py, tests/test_adapter.py). If the extension cannot
     be loaded, the plugin says so once and uses ``python``.
     """
 

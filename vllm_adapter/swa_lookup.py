@@ -291,6 +291,7 @@ def make_lookup(
             not isinstance(kv_cache_spec, SlidingWindowSpec)
             or dcp_world_size != 1
             or pcp_world_size != 1
+            or type(kv_cache_group_ids) is not list
             or not kv_cache_group_ids
             or type(max_length) is not int
             or type(alignment_tokens) is not int
@@ -315,7 +316,7 @@ def make_lookup(
             cls, block_hashes, block_pool.hash_block_size, block_size, alignment_tokens
         )
         n = max_length // block_size
-        if len(hashes) < n:
+        if n > 0 and len(hashes) < n:  # vLLM reads no hash when n == 0
             return original(
                 block_hashes, max_length, kv_cache_group_ids, block_pool,
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
