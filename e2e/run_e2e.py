@@ -1,16 +1,24 @@
 """End to end: the plugin inside a real vLLM engine (CPU OpenAI server).
 
 For each tiny model (make_models.py: all-SWA Mistral, hybrid Gemma3) the
-server is started three times on 127.0.0.1, each time fresh, with the
-plugin installed as a package (its ``vllm.general_plugins`` entry point;
-nothing here patches vLLM):
+server is started on 127.0.0.1, each time fresh, with the plugin installed
+as users install it: the wheel ``make dist`` built (``--wheel``), installed
+into this venv (its ``vllm.general_plugins`` entry point; nothing here
+patches vLLM). Before any server starts, a neutral-cwd import in this venv
+must find the package in site-packages, installed from that very wheel
+(pip's ``direct_url.json`` hash = the wheel's sha256); each engine core that
+runs our core must have mapped ``extracted_c/_hotpath*.so`` from there, byte
+for byte the file inside the wheel (``/proc/<pid>/maps``).
+
+Probe runs, the same probe (probe.py) against each:
 
 * ``off``: vLLM's own lookup answers (timed only, for the comparison);
-* ``on``: our lookup answers (default core);
+* ``on``: our lookup answers (default core: ``SWA_PREFIX_CACHE_CORE``
+  unset, so the native extension);
 * ``shadow``: both run inside the engine, vLLM's answer is served, every
   disagreement counted (native core, so the C core is checked live too).
 
-The same probe (probe.py) runs against each. Pass criteria, all checked:
+Pass criteria of the probe runs, all checked:
 
 * identical ``cached_tokens`` for every request in the three runs, and the
   probe actually hit the cache (no vacuous pass);
@@ -18,6 +26,23 @@ The same probe (probe.py) runs against each. Pass criteria, all checked:
   (vllm_adapter/report.py) shows the expected mode and core, a pid other
   than the server's, and at least one lookup per request;
 * zero shadow mismatches, zero adapter errors.
+
+Then the load phase (load.py), one more fresh server per model in shadow
+mode (native core) with the KV pool forced small
+(``--num-gpu-blocks-override``): >= 1,000 completions, 16 in flight, over
+shared-prefix documents of up to 3,000 tokens. It passes only if every
+request completed, blocks were evicted while lookups ran (vLLM's residency
+metrics count reallocated blocks; and some bare prefix, sent again after an
+identical request had completed, was not served in full: its blocks had
+been evicted, so it was computed and cached again), the pattern shows full
+and partial hits, the engine core
+compared at least one lookup per request with zero mismatches and zero
+adapter errors, and the server still answers a final request.
+
+With ``--in-process ROUNDS`` (``make e2e`` passes it), inprocess.py also
+times the lookup off vs on with the engine core inside one process
+(recorded, not a criterion: it checks only the backend, the mapped
+extension and zero errors).
 
 The receipt (JSON) has every request's numbers, the engine's KV-cache
 groups and managers as seen by the plugin, the ``/metrics`` prefix-cache
@@ -30,6 +55,7 @@ killed (group-wide) on every exit path.
 import argparse
 import atexit
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -37,13 +63,17 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import inprocess  # noqa: E402
+import load  # noqa: E402
 import make_models  # noqa: E402
 import probe  # noqa: E402
 
@@ -55,15 +85,18 @@ BLOCK_SIZE = 32  # CPU attention raises 16 to 32 anyway
 @dataclass(frozen=True)
 class Run:
     mode: str  # off | on | shadow
-    core: str  # python | native (ignored by off)
+    core: str  # python | native | "" (SWA_PREFIX_CACHE_CORE unset: the default)
     backend: str  # what the engine-core stats file must say
 
 
 RUNS = (
-    Run("off", "python", "vllm"),
-    Run("on", "python", "python"),
+    Run("off", "", "vllm"),
+    Run("on", "", "native"),
     Run("shadow", "native", "native"),
 )
+# The load phase's server: shadow, native core, small KV pool.
+LOAD_RUN = Run("shadow", "native", "native")
+LOAD_BLOCKS = 256  # blocks of 32 tokens: 8,192 tokens, under 3 documents
 
 
 @dataclass
@@ -75,6 +108,21 @@ class Outcome:
     metrics: dict[str, float]
     startup_s: float
     other_processes: list[dict[str, Any]] = field(default_factory=list)
+    # The _hotpath extension files the engine core has mapped (/proc maps).
+    hotpath_mapped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LoadOutcome:
+    model: str
+    blocks: int  # --num-gpu-blocks-override
+    summary: dict[str, Any]  # load.summary()
+    engine: dict[str, Any]  # the engine core's stats file
+    metrics: dict[str, float]  # prefix-cache counters and KV residency counts
+    final_ok: bool  # a request after the phase succeeded
+    startup_s: float
+    hotpath_mapped: list[str] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Failure(Exception):
@@ -129,15 +177,21 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def start_server(model_dir: Path, run: Run, work_dir: Path, startup_timeout_s: float,
-                 max_model_len: int) -> tuple[subprocess.Popen, int, Path, float]:
+                 max_model_len: int, extra_args: tuple[str, ...] = (),
+                 max_num_seqs: int = 4) -> tuple[subprocess.Popen, int, Path, float]:
     port = _free_port()
     stats_dir = work_dir / "stats"
     stats_dir.mkdir(parents=True, exist_ok=True)
     log = work_dir / "server.log"
     env = dict(os.environ)
+    # The server must import the installed package, never the work tree.
+    env.pop("PYTHONPATH", None)
+    env.pop("SWA_PREFIX_CACHE_CORE", None)
+    env.pop("PREFIX_CACHE_HOTPATH", None)
+    if run.core:
+        env["SWA_PREFIX_CACHE_CORE"] = run.core
     env.update({
         "SWA_PREFIX_CACHE_MODE": run.mode,
-        "SWA_PREFIX_CACHE_CORE": run.core,
         "SWA_PREFIX_CACHE_STATS_DIR": str(stats_dir),
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "HF_HUB_OFFLINE": "1",
@@ -151,8 +205,8 @@ def start_server(model_dir: Path, run: Run, work_dir: Path, startup_timeout_s: f
         "--host", probe.HOST, "--port", str(port),
         "--enable-prefix-caching", "--enable-prompt-tokens-details",
         "--block-size", str(BLOCK_SIZE), "--enforce-eager", "--dtype", "float32",
-        "--max-model-len", str(max_model_len), "--max-num-seqs", "4",
-        "--seed", "0", "--disable-uvicorn-access-log",
+        "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
+        "--seed", "0", "--disable-uvicorn-access-log", *extra_args,
     ]
     started = time.monotonic()
     with log.open("w") as out:
@@ -223,6 +277,101 @@ def settled_stats(stats_dir: Path, server_pid: int, timeout_s: float = 10.0) -> 
     return engine, [f for f in files if f is not engine]
 
 
+# ---- the installed artifact ---------------------------------------------------------------
+
+_WHERE = r"""
+import importlib.metadata as md, json, sys, sysconfig
+import extracted_c, extracted_c._hotpath as hot, vllm_adapter
+dist = md.distribution("swa-prefix-cache")
+eps = [e.value for e in dist.entry_points if e.group == "vllm.general_plugins"]
+print(json.dumps({
+    "site": sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}),
+    "vllm_adapter": vllm_adapter.__file__, "extracted_c": extracted_c.__file__,
+    "hotpath": hot.__file__, "version": dist.version, "entry_points": eps,
+    "direct_url": json.loads(dist.read_text("direct_url.json") or "null"),
+}))
+"""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def wheel_info(wheel: Path) -> dict[str, Any]:
+    """The wheel's name, sha256, tag and its _hotpath member's sha256."""
+    with zipfile.ZipFile(wheel) as z:
+        members = [n for n in z.namelist()
+                   if n.startswith("extracted_c/_hotpath") and n.endswith(".so")]
+        if len(members) != 1:
+            raise Failure(f"{wheel.name}: expected one extracted_c/_hotpath*.so, got {members}")
+        hot_sha = hashlib.sha256(z.read(members[0])).hexdigest()
+        stray = [n for n in z.namelist() if "libprefix_cache" in n]
+    if stray:
+        raise Failure(f"{wheel.name}: ships {stray}")
+    tag = "-".join(wheel.stem.split("-")[-3:])
+    if tag.endswith("none-any"):
+        raise Failure(f"{wheel.name}: not platform-tagged")
+    return {"file": wheel.name, "sha256": sha256_file(wheel), "tag": tag,
+            "hotpath_member": members[0], "hotpath_sha256": hot_sha}
+
+
+def installed_where(python: str = sys.executable) -> dict[str, Any]:
+    """Where this venv imports the package from, asked from a neutral cwd
+    with the environment the servers get (no PYTHONPATH)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with tempfile.TemporaryDirectory() as cwd:
+        out = subprocess.run([python, "-I", "-c", _WHERE], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=120)
+    if out.returncode:
+        raise Failure(f"the installed package does not import:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def check_installed(where: dict[str, Any], wheel: dict[str, Any]) -> None:
+    """The package the servers import is the wheel's, from site-packages."""
+    site = [str(Path(d).resolve()) for d in where["site"]]
+    for key in ("vllm_adapter", "extracted_c", "hotpath"):
+        path = str(Path(where[key]).resolve())
+        if not any(path.startswith(d + os.sep) for d in site):
+            raise Failure(f"{key} imports from {path}, not from site-packages {site}")
+    direct = where.get("direct_url") or {}
+    if (direct.get("dir_info") or {}).get("editable") or "archive_info" not in direct:
+        raise Failure(f"the package is not installed from a wheel: direct_url {direct}")
+    got = (direct["archive_info"].get("hashes") or {}).get("sha256") \
+        or direct["archive_info"].get("hash", "").removeprefix("sha256=")
+    if got != wheel["sha256"] or not direct.get("url", "").endswith("/" + wheel["file"]):
+        raise Failure(f"installed from {direct.get('url')} (sha256 {got}), "
+                      f"not {wheel['file']} (sha256 {wheel['sha256']})")
+    if sha256_file(Path(where["hotpath"])) != wheel["hotpath_sha256"]:
+        raise Failure(f"{where['hotpath']} differs from {wheel['hotpath_member']} in the wheel")
+    if "vllm_adapter.plugin:register" not in where["entry_points"]:
+        raise Failure(f"no vllm.general_plugins entry point: {where['entry_points']}")
+
+
+def mapped_hotpath(pid: int) -> list[str]:
+    """The _hotpath extension files mapped into process ``pid``."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted({line.split(None, 5)[5] for line in lines
+                   if len(line.split(None, 5)) == 6 and "/_hotpath" in line})
+
+
+def check_mapped(where: str, backend: str, mapped: list[str], installed: dict[str, Any] | None) -> None:
+    """An engine core running our native core mapped exactly the installed
+    extension (the wheel's), no other."""
+    if backend != "native" or installed is None:
+        return
+    want = str(Path(installed["hotpath"]).resolve())
+    if [str(Path(m).resolve()) for m in mapped] != [want]:
+        raise Failure(f"{where}: engine core mapped {mapped}, not the installed {want}")
+
+
 # ---- one model, one run -----------------------------------------------------------------
 
 
@@ -238,18 +387,21 @@ def run_once(model: str, model_dir: Path, run: Run, work: probe.Workload, out_di
         samples = probe.run(port, SERVED_NAME, work, timeout_s=request_timeout_s)
         metrics = probe.prefix_cache_counters(port)
         engine, others = settled_stats(stats_dir, proc.pid)
+        mapped = mapped_hotpath(engine["pid"])
     finally:
         stop_server(proc)
-    return Outcome(model, run, samples, engine, metrics, startup_s, others)
+    return Outcome(model, run, samples, engine, metrics, startup_s, others, mapped)
 
 
-def check_outcome(o: Outcome) -> None:
-    """The plugin proves it ran in the engine core, in the asked mode."""
+def check_outcome(o: Outcome, installed: dict[str, Any] | None = None) -> None:
+    """The plugin proves it ran in the engine core, in the asked mode (and,
+    given ``installed``, with the installed wheel's extension)."""
     e, where = o.engine, f"{o.model}/{o.run.mode}"
     if not e.get("installed"):
         raise Failure(f"{where}: plugin not active in the engine core: {e.get('reason')!r}")
     if e.get("mode") != o.run.mode or e.get("backend") != o.run.backend:
         raise Failure(f"{where}: engine core runs mode {e.get('mode')} / {e.get('backend')}")
+    check_mapped(where, e.get("backend", ""), o.hotpath_mapped, installed)
     stats = e["stats"]
     if stats["calls"] < len(o.samples):
         raise Failure(f"{where}: {stats['calls']} lookups for {len(o.samples)} requests")
@@ -284,6 +436,110 @@ def compare(outcomes: list[Outcome]) -> None:
         raise Failure(f"{base.model}: no request hit the cache; the comparison proves nothing")
 
 
+# ---- the load phase ---------------------------------------------------------------------
+
+# vLLM's KV-cache residency histograms (--kv-cache-metrics, every block
+# sampled): one observation per block handed out again after use.
+EVICTION_METRIC = "vllm:kv_block_lifetime_seconds_count"
+
+
+def load_counters(port: int) -> dict[str, float]:
+    """Prefix-cache counters plus the residency count of ``/metrics``."""
+    counters = probe.prefix_cache_counters(port)
+    for line in probe.get_text(port, "/metrics").splitlines():
+        if line.startswith(EVICTION_METRIC):
+            name_labels, _, value = line.rpartition(" ")
+            name = name_labels.split("{", 1)[0]
+            counters[name] = counters.get(name, 0.0) + float(value)
+    return counters
+
+
+def run_load(model: str, model_dir: Path, work: load.LoadWorkload, blocks: int, out_dir: Path,
+             startup_timeout_s: float, request_timeout_s: float,
+             deadline_s: float) -> LoadOutcome:
+    work_dir = out_dir / f"{model}-load"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    extra = ("--num-gpu-blocks-override", str(blocks),
+             "--kv-cache-metrics", "--kv-cache-metrics-sample", "1.0")
+    proc, port, stats_dir, startup_s = start_server(
+        model_dir, LOAD_RUN, work_dir, startup_timeout_s,
+        load.max_prompt_tokens(work) + 64, extra, max_num_seqs=work.concurrency,
+    )
+    try:
+        result = load.run(port, SERVED_NAME, work, timeout_s=request_timeout_s,
+                          deadline_s=deadline_s)
+        final_ok = True
+        try:  # the server is alive and still answers
+            reply = probe._post(port, "/v1/completions", {
+                "model": SERVED_NAME, "prompt": "w1 w2 w3", "max_tokens": 1,
+            }, request_timeout_s)
+            final_ok = bool(reply.get("choices")) and proc.poll() is None
+            probe.get_text(port, "/health", timeout_s=10.0)
+        except (OSError, ValueError):
+            final_ok = False
+        metrics = load_counters(port) if final_ok else {}
+        engine, _ = settled_stats(stats_dir, proc.pid)
+        mapped = mapped_hotpath(engine["pid"])
+    finally:
+        stop_server(proc)
+    return LoadOutcome(model, blocks, load.summary(result, BLOCK_SIZE), engine, metrics,
+                       final_ok, startup_s, mapped, load.as_rows(result))
+
+
+def check_load(o: LoadOutcome, installed: dict[str, Any] | None = None,
+               min_requests: int = 1000, min_concurrency: int = 16) -> None:
+    """Pass criteria of the load phase (module docstring)."""
+    where, s, e = f"{o.model}/load", o.summary, o.engine
+    if s["requests"] < min_requests or s["concurrency"] < min_concurrency:
+        raise Failure(f"{where}: {s['requests']} requests at concurrency {s['concurrency']}, "
+                      f"below {min_requests} at {min_concurrency}")
+    if s["failed"] or s["unsent"] or s["completed"] != s["requests"]:
+        raise Failure(f"{where}: {s['completed']} of {s['requests']} completed "
+                      f"({s['failed']} failed, {s['unsent']} unsent at the deadline): "
+                      f"{s['failures']}")
+    if not o.final_ok:
+        raise Failure(f"{where}: the server did not answer a request after the load")
+    if not e.get("installed") or e.get("mode") != LOAD_RUN.mode \
+            or e.get("backend") != LOAD_RUN.backend:
+        raise Failure(f"{where}: engine core runs {e.get('mode')} / {e.get('backend')} "
+                      f"(installed {e.get('installed')}: {e.get('reason')!r})")
+    check_mapped(where, e.get("backend", ""), o.hotpath_mapped, installed)
+    st = e["stats"]
+    if st["errors"]:
+        raise Failure(f"{where}: {st['errors']} adapter errors")
+    if st["shadow_mismatches"]:
+        raise Failure(f"{where}: {st['shadow_mismatches']} shadow mismatches: "
+                      f"{st['last_mismatch']}")
+    if st["shadow_compared"] < s["requests"] or st["shadow_compared"] != st["calls"]:
+        raise Failure(f"{where}: shadow compared {st['shadow_compared']} of {st['calls']} "
+                      f"lookups for {s['requests']} requests")
+    if o.metrics.get(EVICTION_METRIC, 0) <= 0:
+        raise Failure(f"{where}: no block was evicted with {o.blocks} blocks "
+                      f"({EVICTION_METRIC} = {o.metrics.get(EVICTION_METRIC)})")
+    if not s["refetched_after_eviction"]:
+        raise Failure(f"{where}: no bare prefix was computed again after an identical "
+                      "request had completed: evictions never reached a lookup")
+    if not s["full_hits"] or not s["partial_hits"]:
+        raise Failure(f"{where}: {s['full_hits']} full and {s['partial_hits']} partial hits; "
+                      "the load must hit both ways")
+
+
+def load_line(o: LoadOutcome) -> str:
+    s, st = o.summary, o.engine["stats"]
+    per = st["lookup_ns"] / max(st["calls"], 1) / 1000
+    return (
+        f"load {o.model}: {s['completed']}/{s['requests']} requests at concurrency "
+        f"{s['concurrency']} in {s['wall_s']:.1f} s (p50 {s['latency_ms_p50']} ms, "
+        f"p99 {s['latency_ms_p99']} ms), prompts up to {s['max_prompt_tokens']} tokens; "
+        f"{o.blocks} blocks: {o.metrics.get(EVICTION_METRIC, 0):.0f} blocks reallocated, "
+        f"{s['refetched_after_eviction']} bare prefixes re-computed after eviction; "
+        f"hits full {s['full_hits']} / partial {s['partial_hits']} / none {s['misses']}; "
+        f"shadow compared {st['shadow_compared']} of {st['calls']} lookups ({per:.1f} us "
+        f"each), mismatches {st['shadow_mismatches']}, errors {st['errors']}; "
+        f"final request {'ok' if o.final_ok else 'FAILED'}"
+    )
+
+
 # ---- report ----------------------------------------------------------------------------
 
 
@@ -313,22 +569,61 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def receipt(all_outcomes: dict[str, list[Outcome]], work: probe.Workload,
-            started: str, wall_s: float) -> dict[str, Any]:
+def lookup_times(outcomes: list[Outcome]) -> dict[str, float]:
+    """Mean time inside the lookup per run mode, in microseconds."""
+    return {
+        o.run.mode: round(o.engine["stats"]["lookup_ns"] / max(o.engine["stats"]["calls"], 1)
+                          / 1000, 2)
+        for o in outcomes
+    }
+
+
+LOAD_COLUMNS = ("index", "document", "prefix_tokens", "suffix_tokens", "prompt_tokens",
+                "cached_tokens", "started", "finished")
+
+
+def measure_in_process(model: str, model_dir: Path, rounds: int,
+                       installed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Lookup time with the engine core in one process (inprocess.py), off
+    then on; checked only for the right backend and zero errors (the times
+    are a measurement, not a criterion)."""
+    out = {}
+    for mode, backend in (("off", "vllm"), ("on", "native")):
+        try:
+            got = inprocess.measure(model_dir, mode, rounds)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            raise Failure(f"{model}/in-process {mode}: {exc}") from exc
+        if not got["installed"] or got["backend"] != backend or got["errors"] \
+                or not got["lookups"]:
+            raise Failure(f"{model}/in-process {mode}: {got}")
+        check_mapped(f"{model}/in-process {mode}", got["backend"], got["hotpath_mapped"],
+                     installed)
+        out[mode] = got
+    return out
+
+
+def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome],
+            work: probe.Workload, load_work: load.LoadWorkload | None, started: str,
+            wall_s: float, wheel: dict[str, Any] | None,
+            installed: dict[str, Any] | None,
+            in_process: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     import vllm
 
     from vllm_adapter import fingerprint
 
     known, version, digest = fingerprint.check_installed()
-    models = {}
+    models: dict[str, Any] = {}
     for model, outcomes in all_outcomes.items():
         engine = outcomes[0].engine
         models[model] = {
             "kv_cache": engine.get("observed", []),
+            "lookup_us_mean": lookup_times(outcomes),
             "runs": [
                 {
-                    "mode": o.run.mode, "core": o.run.core, "backend": o.engine["backend"],
+                    "mode": o.run.mode, "core": o.run.core or "(default)",
+                    "backend": o.engine["backend"],
                     "engine_pid": o.engine["pid"], "engine_process": o.engine["process"],
+                    "engine_hotpath_mapped": o.hotpath_mapped,
                     "startup_s": round(o.startup_s, 1),
                     "lookups": o.engine["stats"]["calls"],
                     "lookup_ns": o.engine["stats"]["lookup_ns"],
@@ -346,6 +641,26 @@ def receipt(all_outcomes: dict[str, list[Outcome]], work: probe.Workload,
                 for o in outcomes
             ],
         }
+    for model, lo in loads.items():
+        st = lo.engine["stats"]
+        models.setdefault(model, {})["load"] = {
+            **lo.summary,
+            "num_gpu_blocks_override": lo.blocks,
+            "blocks_reallocated": lo.metrics.get(EVICTION_METRIC),
+            "metrics": lo.metrics,
+            "final_request_ok": lo.final_ok,
+            "startup_s": round(lo.startup_s, 1),
+            "engine_pid": lo.engine["pid"], "backend": lo.engine["backend"],
+            "mode": lo.engine["mode"], "engine_hotpath_mapped": lo.hotpath_mapped,
+            "lookups": st["calls"], "lookup_ns": st["lookup_ns"],
+            "lookup_ns_max": st.get("lookup_ns_max"),
+            "shadow_compared": st["shadow_compared"],
+            "shadow_mismatches": st["shadow_mismatches"], "errors": st["errors"],
+            "columns": list(LOAD_COLUMNS),
+            "rows": [",".join(str(r[c]) for c in LOAD_COLUMNS) for r in lo.samples],
+        }
+    for model, runs in (in_process or {}).items():
+        models.setdefault(model, {})["in_process"] = runs
     return {
         "started": started,
         "wall_s": round(wall_s, 1),
@@ -355,7 +670,10 @@ def receipt(all_outcomes: dict[str, list[Outcome]], work: probe.Workload,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "wheel": wheel,
+        "installed": installed,
         "workload": asdict(work),
+        "load_workload": asdict(load_work) if load_work else None,
         "block_size": BLOCK_SIZE,
         "window_tokens": make_models.WINDOW,
         "models": models,
@@ -366,11 +684,25 @@ def receipt(all_outcomes: dict[str, list[Outcome]], work: probe.Workload,
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "e2e")
+    parser.add_argument("--wheel", type=Path,
+                        help="the wheel installed in this venv (make dist); checked to be "
+                        "what the servers import. Without it that check is skipped.")
     parser.add_argument("--models", default="swa,hybrid")
     parser.add_argument("--prompts", type=int, default=probe.Workload.prompts)
     parser.add_argument("--prompt-tokens", type=int, default=probe.Workload.prompt_tokens)
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--request-timeout", type=float, default=60.0)
+    parser.add_argument("--no-probe", action="store_true", help="load phase only")
+    parser.add_argument("--in-process", type=int, default=0, metavar="ROUNDS",
+                        help="also time the lookup off vs on with the engine core in one "
+                        "process (inprocess.py), sending the probe ROUNDS times")
+    parser.add_argument("--no-load", action="store_true", help="probe runs only")
+    parser.add_argument("--load-requests", type=int, default=load.LoadWorkload.requests)
+    parser.add_argument("--load-concurrency", type=int, default=load.LoadWorkload.concurrency)
+    parser.add_argument("--load-blocks", type=int, default=LOAD_BLOCKS,
+                        help="--num-gpu-blocks-override of the load server")
+    parser.add_argument("--load-deadline", type=float, default=420.0,
+                        help="seconds for one model's load phase")
     args = parser.parse_args(argv)
 
     atexit.register(_cleanup)
@@ -381,34 +713,75 @@ def main(argv: list[str]) -> int:
         prompts=args.prompts, prompt_tokens=args.prompt_tokens,
         shared_tokens=args.prompt_tokens * 9 // 10,
     )
+    load_work = None if args.no_load else load.LoadWorkload(
+        requests=args.load_requests, concurrency=args.load_concurrency,
+    )
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out_dir = args.out / f"run-{started}"
-    model_dirs = make_models.build(args.out / "models")
     t0 = time.monotonic()
     all_outcomes: dict[str, list[Outcome]] = {}
+    loads: dict[str, LoadOutcome] = {}
+    in_process: dict[str, dict[str, Any]] = {}
+    wheel = installed = None
     try:
+        if args.wheel is not None:
+            wheel = wheel_info(args.wheel)
+            installed = installed_where()
+            check_installed(installed, wheel)
+            print(f"e2e: servers import {wheel['file']} (sha256 {wheel['sha256'][:16]}...) "
+                  f"from {Path(installed['vllm_adapter']).parent.parent}", flush=True)
+        else:
+            print("e2e: no --wheel given: NOT checking what the servers import", flush=True)
+        model_dirs = make_models.build(args.out / "models")
         for model in args.models.split(","):
-            outcomes = []
-            for run in RUNS:
-                print(f"e2e: {model} / {run.mode} ...", flush=True)
-                outcome = run_once(
-                    model, model_dirs[model], run, work, out_dir,
-                    args.startup_timeout, args.request_timeout,
-                )
-                check_outcome(outcome)
-                outcomes.append(outcome)
-            compare(outcomes)
-            all_outcomes[model] = outcomes
-            print(f"\n== {model}: {json.dumps(outcomes[0].engine.get('observed', []))}")
-            print(table(outcomes), flush=True)
+            if not args.no_probe:
+                outcomes = []
+                for run in RUNS:
+                    print(f"e2e: {model} / {run.mode} ...", flush=True)
+                    outcome = run_once(
+                        model, model_dirs[model], run, work, out_dir,
+                        args.startup_timeout, args.request_timeout,
+                    )
+                    check_outcome(outcome, installed)
+                    outcomes.append(outcome)
+                compare(outcomes)
+                all_outcomes[model] = outcomes
+                print(f"\n== {model}: {json.dumps(outcomes[0].engine.get('observed', []))}")
+                print(table(outcomes), flush=True)
+            if args.in_process:
+                print(f"e2e: {model} / in-process off, on ...", flush=True)
+                in_process[model] = measure_in_process(model, model_dirs[model],
+                                                       args.in_process, installed)
+                print("in-process " + model + ": " + "; ".join(
+                    f"{m} ({r['backend']}) {r['lookups']} lookups, {r['lookup_us_mean']} us each"
+                    for m, r in in_process[model].items()), flush=True)
+            if load_work is not None:
+                print(f"e2e: {model} / load ({load_work.requests} requests, "
+                      f"{load_work.concurrency} in flight, {args.load_blocks} blocks) ...",
+                      flush=True)
+                lo = run_load(model, model_dirs[model], load_work, args.load_blocks, out_dir,
+                              args.startup_timeout, args.request_timeout, args.load_deadline)
+                print(load_line(lo), flush=True)
+                check_load(lo, installed, min_requests=load_work.requests,
+                           min_concurrency=load_work.concurrency)
+                loads[model] = lo
     except Failure as exc:
         print(f"e2e FAILED: {exc}", file=sys.stderr)
         return 1
     finally:
         _cleanup()
-    data = receipt(all_outcomes, work, started, time.monotonic() - t0)
+    data = receipt(all_outcomes, loads, work, load_work, started, time.monotonic() - t0,
+                   wheel, installed, in_process)
     path = args.out / f"receipt-{started}.json"
     path.write_text(json.dumps(data, indent=1))
+    print("\nmean time inside the lookup (us): " + "; ".join(
+        f"{model}: " + ", ".join(f"{m} {t}" for m, t in m_data.get("lookup_us_mean", {}).items())
+        + ("; in one process " + ", ".join(
+            f"{m} {r['lookup_us_mean']}" for m, r in m_data["in_process"].items())
+           if "in_process" in m_data else "")
+        for model, m_data in data["models"].items()))
+    if wheel:
+        print(f"wheel {wheel['file']} sha256 {wheel['sha256']}")
     print(f"\ne2e passed in {data['wall_s']} s; receipt {path}")
     return 0
 
