@@ -4,6 +4,7 @@ import PrefixCache.Spec.Legacy
 import PrefixCache.Spec.Answer
 import PrefixCache.Spec.Joint
 import PrefixCache.Spec.Reachable
+import PrefixCache.Spec.Full
 import PrefixCache.Thm.Arith
 import PrefixCache.Thm.Scan
 import PrefixCache.Thm.Stride
@@ -12,6 +13,7 @@ import PrefixCache.Thm.Legacy
 import PrefixCache.Thm.FindHit
 import PrefixCache.Thm.Joint
 import PrefixCache.Thm.Reachable
+import PrefixCache.Thm.Full
 import PrefixCache.Export
 
 /-!
@@ -34,7 +36,10 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `jointLookup_ge_accepted`, `jointLookup_maximal`; for the store mask
   (`Spec/Reachable.lean`) `reachableMask_keeps_tails`,
   `reachableMask_complete`, `reachableMask_dropped_unread`,
-  `reachableMask_only_tails`.
+  `reachableMask_only_tails`; for vLLM's full-attention lookup
+  (`Spec/Full.lean`) `fullHit_prefix_cached`, `fullHit_prefix_maximal`,
+  `fullHit_tail_highest`, `fullHit_tail_none`, `fullHit_aligned`,
+  `fullHit_trim`, `fullHit_blocks_exist`, `legacyFullScan_eq_fullHit`.
 * `Export`: C entry points over a byte mask, and scalar-only ones over a
   64-bit mask (for ctypes, `tests/test_lean_ffi.py`).
 

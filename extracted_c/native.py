@@ -441,3 +441,160 @@ def joint_lookup(
         num_uncached_common_prefix_tokens=int(out.num_uncached_common_prefix_tokens),
         rounds=int(out.rounds),
     )
+
+
+# ---- the full-attention lookup (full_attention.h) ---------------------------
+
+# Mirrors extracted_c/full_attention.h; tests/test_ffi_full.py checks they agree.
+CDEF_FULL = """
+typedef struct { int64_t hit_tokens; int64_t num_blocks; int64_t prefix; int64_t tail; int64_t probes; } fa_hit_result;
+void full_hit(const uint8_t *cached, int64_t n_cached, const uint8_t *fine_cached, int64_t n_fine,
+              int64_t max_length, int64_t block_size, int64_t alignment_tokens, int eagle,
+              fa_hit_result *out);
+void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fine_cached,
+                      int64_t n_fine, int64_t max_length, int64_t block_size,
+                      int64_t alignment_tokens, int eagle, fa_hit_result *out);
+void full_hit_probe(pc_probe_fn probe, pc_probe_fn fine_probe, void *ctx, int64_t n_cached,
+                    int64_t n_fine, int64_t max_length, int64_t block_size,
+                    int64_t alignment_tokens, int eagle, fa_hit_result *out);
+"""
+_ffi.cdef(CDEF_FULL)
+
+
+def _check_mask_buffer(name: str, value: object) -> tuple[Any, int]:
+    """A one-dimensional contiguous buffer of bytes (nonzero means cached)
+    of at most 2**62 entries: (cdata pointer, length)."""
+    if value is None or isinstance(value, str):
+        raise ValueError(f"{name} must be a bytes-like buffer, got {type(value).__name__}")
+    try:
+        view = memoryview(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(
+            f"{name} must be a bytes-like buffer, got {type(value).__name__}"
+        ) from None
+    if view.itemsize != 1 or view.format not in _BYTE_FORMATS:
+        raise ValueError(
+            f"{name} must hold uint8 items, got format {view.format!r}"
+            f" with itemsize {view.itemsize}"
+        )
+    if view.ndim != 1 or not view.c_contiguous:
+        raise ValueError(f"{name} must be a one-dimensional contiguous buffer")
+    if view.nbytes > SIZE_LIMIT:
+        raise ValueError(f"{name} must have at most 2**62 entries")
+    if view.nbytes == 0:
+        return _ffi.new("uint8_t[]", 1), 0
+    return _ffi.from_buffer("uint8_t[]", view), view.nbytes
+
+
+def _check_full_params(
+    max_length: object, block_size: object, alignment_tokens: object, eagle: object
+) -> tuple[int, int, int, int]:
+    max_length = _check_int("max_length", max_length, 0, SIZE_LIMIT)
+    block_size = _check_int("block_size", block_size, 1, SIZE_LIMIT)
+    alignment_tokens = _check_int("alignment_tokens", alignment_tokens, 1, SIZE_LIMIT)
+    if not isinstance(eagle, bool):
+        raise ValueError(f"eagle must be a bool, got {type(eagle).__name__}")
+    return max_length, block_size, alignment_tokens, int(eagle)
+
+
+def _full_result(out: Any) -> Any:
+    from pyspec.full import FullHit
+
+    tail = int(out.tail)
+    return FullHit(
+        hit_tokens=int(out.hit_tokens),
+        num_blocks=int(out.num_blocks),
+        prefix=int(out.prefix),
+        tail=None if tail < 0 else tail,
+        probes=int(out.probes),
+    )
+
+
+def _full_call(name: str, cached: object, fine_cached: object, max_length: object,
+               block_size: object, alignment_tokens: object, eagle: object) -> Any:
+    cbuf, n_cached = _check_mask_buffer("cached", cached)
+    fbuf, n_fine = _check_mask_buffer("fine_cached", fine_cached)
+    params = _check_full_params(max_length, block_size, alignment_tokens, eagle)
+    out = _ffi.new("fa_hit_result *")
+    getattr(load(), name)(cbuf, n_cached, fbuf, n_fine, *params, out)
+    return _full_result(out)
+
+
+def full_hit(cached: object, fine_cached: object, max_length: int, block_size: int,
+             alignment_tokens: int, eagle: bool) -> Any:
+    """C ``full_hit`` on two byte masks (``n_cached = len(cached)``,
+    ``n_fine = len(fine_cached)``): a ``pyspec.full.FullHit``."""
+    return _full_call("full_hit", cached, fine_cached, max_length, block_size,
+                      alignment_tokens, eagle)
+
+
+def legacy_full_scan(cached: object, fine_cached: object, max_length: int,
+                     block_size: int, alignment_tokens: int, eagle: bool) -> Any:
+    """C ``legacy_full_scan``: vLLM's loop, proved to meet full_hit's spec."""
+    return _full_call("legacy_full_scan", cached, fine_cached, max_length, block_size,
+                      alignment_tokens, eagle)
+
+
+class _FullProbeCall:
+    """One ``full_hit_probe`` call's Python side: both probes and any error."""
+
+    __slots__ = ("probe", "fine_probe", "error")
+
+    def __init__(self, probe: Callable[[int], bool], fine_probe: Callable[[int], bool]) -> None:
+        self.probe = probe
+        self.fine_probe = fine_probe
+        self.error: BaseException | None = None
+
+
+_current_full = threading.local()
+
+
+def _full_ask(fine: bool, i: int) -> int:
+    call = _current_full.call
+    if call.error is not None:
+        return 0
+    try:
+        return 1 if (call.fine_probe if fine else call.probe)(i) else 0
+    except BaseException as exc:  # re-raised after the C call returns
+        call.error = exc
+        return 0
+
+
+@_ffi.callback("uint8_t(void *, int64_t)")
+def _full_probe_trampoline(ctx: Any, i: int) -> int:
+    return _full_ask(False, i)
+
+
+@_ffi.callback("uint8_t(void *, int64_t)")
+def _full_fine_trampoline(ctx: Any, j: int) -> int:
+    return _full_ask(True, j)
+
+
+def full_hit_probe(
+    probe: Callable[[int], bool], fine_probe: Callable[[int], bool], n_cached: int,
+    n_fine: int, max_length: int, block_size: int, alignment_tokens: int, eagle: bool,
+) -> Any:
+    """C ``full_hit_probe``: the proved full_hit asking ``probe(i)`` for full
+    block ``i`` and ``fine_probe(j)`` for fine index ``j`` instead of reading
+    masks. Both must answer the same for the same index during one call; an
+    exception raised by either is re-raised here (the C side then sees only
+    misses and its result is discarded)."""
+    if not callable(probe):
+        raise ValueError(f"probe must be callable, got {type(probe).__name__}")
+    if not callable(fine_probe):
+        raise ValueError(f"fine_probe must be callable, got {type(fine_probe).__name__}")
+    n_cached = _check_int("n_cached", n_cached, 0, SIZE_LIMIT)
+    n_fine = _check_int("n_fine", n_fine, 0, SIZE_LIMIT)
+    params = _check_full_params(max_length, block_size, alignment_tokens, eagle)
+    call = _FullProbeCall(probe, fine_probe)
+    outer = getattr(_current_full, "call", None)
+    _current_full.call = call
+    out = _ffi.new("fa_hit_result *")
+    try:
+        load().full_hit_probe(_full_probe_trampoline, _full_fine_trampoline, _ffi.NULL,
+                              n_cached, n_fine, *params, out)
+    finally:
+        _current_full.call = outer
+    if call.error is not None:
+        raise call.error
+    return _full_result(out)
