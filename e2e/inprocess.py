@@ -6,7 +6,10 @@ Each (model, mode) runs in a fresh child process (the plugin installs once
 per process): the probe's prompts (probe.py) go through ``LLM.generate``
 one at a time, ``rounds`` times over, and the child prints the plugin's
 counters (``vllm_adapter.stats()``: lookups and the time spent inside
-them). Mode ``off`` times vLLM's own lookup, ``on`` ours (default core).
+them, per manager: the sliding-window lookup's ``calls``/``lookup_ns``,
+the full-attention lookup's ``full_calls``/``full_lookup_ns``). Mode
+``off`` times vLLM's own lookups, ``on`` ours (default core: the
+extension, both managers).
 
 This is the issue's "in-process lookup time, plugin on <= off", measured
 without the cross-process hop; run_e2e.py's ``--in-process`` records it in
@@ -39,8 +42,7 @@ def child(model_dir: str, mode: str, rounds: int) -> dict[str, Any]:
     prompts = [" ".join(words) for _, _, words in probe.requests(work)]
     llm = LLM(
         model=model_dir, enable_prefix_caching=True, block_size=32, enforce_eager=True,
-        dtype="float32", max_model_len=max(work.prompt_tokens,
-                                           work.growth_step * work.growth_turns) + 64,
+        dtype="float32", max_model_len=probe.max_tokens(work) + 64,
         max_num_seqs=4, seed=0,
     )
     params = SamplingParams(max_tokens=1, temperature=0.0)
@@ -52,11 +54,17 @@ def child(model_dir: str, mode: str, rounds: int) -> dict[str, Any]:
     mapped = sorted({line.split(None, 5)[5] for line in maps
                      if len(line.split(None, 5)) == 6 and "/_hotpath" in line})
     stats = vllm_adapter.stats()
+    full_calls = getattr(stats, "full_calls", 0)
+    full_ns = getattr(stats, "full_lookup_ns", 0)
     return {
         "mode": mode, "backend": status.get("backend"), "installed": status.get("installed"),
+        "full_attention": status.get("full_attention"),
         "pid": os.getpid(), "hotpath_mapped": mapped, "lookups": stats.calls, "lookup_ns": stats.lookup_ns,
         "lookup_ns_max": stats.lookup_ns_max, "errors": stats.errors,
         "lookup_us_mean": round(stats.lookup_ns / max(stats.calls, 1) / 1000, 2),
+        "full_lookups": full_calls, "full_lookup_ns": full_ns,
+        "full_lookup_ns_max": getattr(stats, "full_lookup_ns_max", 0),
+        "full_lookup_us_mean": round(full_ns / max(full_calls, 1) / 1000, 2),
     }
 
 

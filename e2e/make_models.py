@@ -33,13 +33,13 @@ SHAPE = dict(
     num_attention_heads=4,
     num_key_value_heads=2,
     head_dim=32,
-    max_position_embeddings=4096,
+    max_position_embeddings=8192,  # the probe's long phase sends ~7,000 tokens
     sliding_window=WINDOW,
     bos_token_id=1,
     eos_token_id=1,
 )
 # Bump when a recipe changes, so stale models are rebuilt.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 def word(i: int) -> str:
@@ -82,6 +82,9 @@ def build_hybrid(out: Path) -> None:
 
 
 BUILDERS = {"swa": build_swa, "hybrid": build_hybrid}
+# The managers vLLM builds for each model: whether a FullAttentionManager
+# serves lookups (run_e2e.py requires its lookups exactly there).
+HAS_FULL_ATTENTION = {"swa": False, "hybrid": True}
 
 
 def build(root: Path) -> dict[str, Path]:
@@ -92,7 +95,8 @@ def build(root: Path) -> dict[str, Path]:
     for name, builder in BUILDERS.items():
         out = root / name
         stamp = out / "recipe.json"
-        recipe = {"version": RECIPE_VERSION, "vocab": VOCAB, "window": WINDOW, "seed": SEED}
+        recipe = {"version": RECIPE_VERSION, "vocab": VOCAB, "window": WINDOW, "seed": SEED,
+                  "max_position_embeddings": SHAPE["max_position_embeddings"]}
         if stamp.exists() and json.loads(stamp.read_text()) == recipe:
             paths[name] = out
             continue

@@ -13,7 +13,15 @@ Phases (names appear in the receipt):
 * ``reverse``: the same K prompts, last first (each is now cached);
 * ``shared``: K prompts sharing the first M tokens of prompt 0, new tails;
 * ``growth``: a conversation that grows by a few dozen tokens per turn,
-  each turn resending everything before it.
+  each turn resending everything before it;
+* ``long``: L distinct prompts of thousands of tokens (default 4 of
+  7,000: 218 blocks of 32, where the stride search has blocks to skip);
+* ``long_reverse``: the same L prompts, last first (each is now cached:
+  the KV pool holds all of them).
+
+``LONG_PHASES`` are sent last, so the earlier phases are the same requests
+as before they existed; run_e2e.py reads the engine's counters between the
+two parts, so the long phase's lookups are timed on their own.
 
 Stdlib only (urllib), loopback only, every wait bounded.
 """
@@ -28,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 HOST = "127.0.0.1"
+LONG_PHASES = ("long", "long_reverse")
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class Workload:
     shared_tokens: int = 900  # M
     growth_turns: int = 6
     growth_step: int = 70
+    long_prompts: int = 4  # L
+    long_tokens: int = 7000
     vocab_words: int = 510
     seed: int = 1234
 
@@ -69,6 +80,20 @@ def requests(work: Workload) -> Iterator[tuple[str, int, list[str]]]:
     for turn in range(work.growth_turns):
         yield "growth", turn, list(conversation)
         conversation += _words(rng, work.growth_step, work.vocab_words)
+    # Its own generator, so the phases above are the same with or without it.
+    long_rng = random.Random(work.seed + 1)
+    long = [_words(long_rng, work.long_tokens, work.vocab_words)
+            for _ in range(work.long_prompts)]
+    for i, prompt in enumerate(long):
+        yield "long", i, prompt
+    for i in reversed(range(work.long_prompts)):
+        yield "long_reverse", i, long[i]
+
+
+def max_tokens(work: Workload) -> int:
+    """The longest prompt the workload sends."""
+    return max(work.prompt_tokens, work.growth_step * work.growth_turns,
+               work.long_tokens if work.long_prompts else 0)
 
 
 def _post(port: int, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -100,10 +125,14 @@ def prefix_cache_counters(port: int) -> dict[str, float]:
     return counters
 
 
-def run(port: int, model: str, work: Workload, timeout_s: float = 60.0) -> list[Sample]:
-    """Send the workload, one request at a time; return one sample each."""
+def run(port: int, model: str, work: Workload, timeout_s: float = 60.0,
+        phases: tuple[str, ...] | None = None) -> list[Sample]:
+    """Send the workload (only ``phases``, if given), one request at a
+    time; return one sample each."""
     samples = []
     for phase, index, words in requests(work):
+        if phases is not None and phase not in phases:
+            continue
         body = {
             "model": model, "prompt": " ".join(words), "max_tokens": 1,
             "temperature": 0.0, "seed": 0,

@@ -18,14 +18,27 @@ Probe runs, the same probe (probe.py) against each:
 * ``shadow``: both run inside the engine, vLLM's answer is served, every
   disagreement counted (native core, so the C core is checked live too).
 
+The probe ends with a long phase (4 prompts of 7,000 tokens, forward then
+reverse); the engine core's counters are read just before it, so its
+lookups are also timed on their own. Both lookups the engine core makes
+are timed, per manager: the sliding-window one (``calls``/``lookup_ns``)
+and the full-attention one (``full_calls``/``full_lookup_ns``: the
+extension's full_hit in modes on and shadow, vLLM's own timed in mode off).
+
 Pass criteria of the probe runs, all checked:
 
 * identical ``cached_tokens`` for every request in the three runs, and the
   probe actually hit the cache (no vacuous pass);
+* the long prompts stayed cached: each sent again was served at least 90%
+  from the cache;
 * the plugin ran in the engine-core process: that process's stats file
   (vllm_adapter/report.py) shows the expected mode and core, a pid other
-  than the server's, and at least one lookup per request;
-* zero shadow mismatches, zero adapter errors.
+  than the server's, and at least one sliding-window lookup per request;
+* the hybrid model's engine core made at least one full-attention lookup
+  per request in every run (ours, replaced, in on and shadow), the all-SWA
+  model's none;
+* shadow compared every lookup of both kinds (``shadow_compared`` =
+  ``calls`` + ``full_calls``), zero shadow mismatches, zero adapter errors.
 
 Then the load phase (load.py), one more fresh server per model in shadow
 mode (native core) with the KV pool forced small
@@ -39,14 +52,26 @@ and partial hits, the engine core
 compared at least one lookup per request with zero mismatches and zero
 adapter errors, and the server still answers a final request.
 
+Then the data-parallel run (``--dp-models``, default both): one more
+fresh server per model with ``--data-parallel-size 2`` (``mp`` backend,
+DP address 127.0.0.1, a free RPC port), shadow mode with the native core,
+200 concurrent requests (8 in flight) that vLLM's own front-end load
+balancer spreads over the two engine cores. It passes only if both engine
+cores (each its own process: its own pid and stats file, neither the API
+server) report lookups of their own (the hybrid's full-attention ones too),
+each in shadow mode with the installed extension mapped, every lookup
+compared, zero mismatches, zero errors, all requests completed, and the
+server still answers.
+
 With ``--in-process ROUNDS`` (``make e2e`` passes it), inprocess.py also
 times the lookup off vs on with the engine core inside one process
 (recorded, not a criterion: it checks only the backend, the mapped
-extension and zero errors).
+extension, zero errors and, for the hybrid model, that full-attention
+lookups were timed too).
 
 The receipt (JSON) has every request's numbers, the engine's KV-cache
 groups and managers as seen by the plugin, the ``/metrics`` prefix-cache
-counters and the time spent inside the lookup on vs off.
+counters and the time spent inside the lookups on vs off, per manager.
 
 Every wait is bounded; servers run in their own process group and are
 killed (group-wide) on every exit path.
@@ -96,7 +121,20 @@ RUNS = (
 )
 # The load phase's server: shadow, native core, small KV pool.
 LOAD_RUN = Run("shadow", "native", "native")
+PROBE_PHASES = ("forward", "reverse", "shared", "growth", *probe.LONG_PHASES)
 LOAD_BLOCKS = 256  # blocks of 32 tokens: 8,192 tokens, under 3 documents
+# The data-parallel run: --data-parallel-size DP_SIZE, shadow, native core,
+# requests spread by vLLM's own front-end load balancer (concurrent, so both
+# engines get some), default KV pool.
+DP_RUN = Run("shadow", "native", "native")
+DP_SIZE = 2
+DP_WORK = dict(requests=200, concurrency=8)
+# The two lookups the engine core makes, as the stats file counts them:
+# (name, calls, nanoseconds, slowest single lookup).
+MANAGERS = (
+    ("sliding_window", "calls", "lookup_ns", "lookup_ns_max"),
+    ("full_attention", "full_calls", "full_lookup_ns", "full_lookup_ns_max"),
+)
 
 
 @dataclass
@@ -110,6 +148,22 @@ class Outcome:
     other_processes: list[dict[str, Any]] = field(default_factory=list)
     # The _hotpath extension files the engine core has mapped (/proc maps).
     hotpath_mapped: list[str] = field(default_factory=list)
+    # The engine core's stats file read (settled) just before the long
+    # phase: engine["stats"] minus this is the long phase's share.
+    before_long: dict[str, Any] | None = None
+
+
+@dataclass
+class DpOutcome:
+    model: str
+    size: int  # --data-parallel-size
+    summary: dict[str, Any]  # load.summary()
+    engines: list[dict[str, Any]]  # every engine core's stats file
+    hotpath_mapped: dict[int, list[str]]  # engine pid -> mapped _hotpath files
+    server_pid: int
+    final_ok: bool
+    startup_s: float
+    others: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -249,32 +303,66 @@ def _read_stats(stats_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def settled_stats(stats_dir: Path, server_pid: int, timeout_s: float = 10.0) -> tuple[
-        dict[str, Any], list[dict[str, Any]]]:
-    """The engine-core process's stats once its counters stop moving, and
-    the other processes' files. The engine core is the process that made
-    lookups; it must not be the API server itself."""
+def lookups(stats: dict[str, Any]) -> int:
+    """Lookups of both managers (sliding window + full attention)."""
+    return int(stats["calls"]) + int(stats.get("full_calls", 0))
+
+
+def settled_engines(stats_dir: Path, server_pid: int, count: int = 1,
+                    timeout_s: float = 10.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The engine-core processes' stats once their counters stop moving
+    (``count`` of them: one per data-parallel rank), and the other
+    processes' files. An engine core is a process that made lookups; none
+    may be the API server itself, and each has its own pid (its own file)."""
     deadline = time.monotonic() + timeout_s
     previous: Any = None
     while True:
         files = _read_stats(stats_dir)
-        engines = [f for f in files if f["stats"]["calls"] > 0]
-        current = [(f["pid"], f["stats"]["calls"]) for f in engines]
-        if engines and current == previous:
+        engines = [f for f in files if lookups(f["stats"]) > 0]
+        current = [(f["pid"], f["stats"]["calls"], f["stats"].get("full_calls", 0))
+                   for f in engines]
+        if len(engines) >= count and current == previous:
             break
         if time.monotonic() > deadline:
             break
         previous = current
         time.sleep(0.6)  # > 2 writer periods
-    if len(engines) != 1:
+    if len(engines) != count:
         raise Failure(
-            f"expected one process with lookups, found {len(engines)}: "
-            f"{[(f['pid'], f['process'], f['stats']['calls']) for f in files]}"
+            f"expected {'one process' if count == 1 else f'{count} processes'} with lookups, "
+            f"found {len(engines)}: "
+            f"{[(f['pid'], f['process'], f['stats']['calls'], f['stats'].get('full_calls', 0)) for f in files]}"
         )
-    engine = engines[0]
-    if engine["pid"] == server_pid:
+    if any(e["pid"] == server_pid for e in engines):
         raise Failure("lookups ran in the API server process, not in a separate engine core")
-    return engine, [f for f in files if f is not engine]
+    if len({e["pid"] for e in engines}) != count:
+        raise Failure(f"engine cores share a pid: {[e['pid'] for e in engines]}")
+    engines.sort(key=lambda e: str(e.get("process", "")))
+    return engines, [f for f in files if all(f is not e for e in engines)]
+
+
+def settled_stats(stats_dir: Path, server_pid: int, timeout_s: float = 10.0) -> tuple[
+        dict[str, Any], list[dict[str, Any]]]:
+    """The one engine-core process's stats (settled_engines with one
+    engine), and the other processes' files."""
+    engines, others = settled_engines(stats_dir, server_pid, 1, timeout_s)
+    return engines[0], others
+
+
+def per_manager(stats: dict[str, Any], before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Lookups, mean microseconds per lookup and total milliseconds in
+    lookups, per manager (minus ``before``'s counts: a phase's share; the
+    slowest lookup only without ``before``)."""
+    out = {}
+    for name, calls_key, ns_key, max_key in MANAGERS:
+        calls = int(stats.get(calls_key, 0)) - int((before or {}).get(calls_key, 0))
+        spent = int(stats.get(ns_key, 0)) - int((before or {}).get(ns_key, 0))
+        row = {"lookups": calls, "us_mean": round(spent / max(calls, 1) / 1000, 2),
+               "total_ms": round(spent / 1e6, 3)}
+        if before is None:
+            row["max_us"] = round(int(stats.get(max_key, 0) or 0) / 1000, 1)
+        out[name] = row
+    return out
 
 
 # ---- the installed artifact ---------------------------------------------------------------
@@ -379,18 +467,25 @@ def run_once(model: str, model_dir: Path, run: Run, work: probe.Workload, out_di
              startup_timeout_s: float, request_timeout_s: float) -> Outcome:
     work_dir = out_dir / f"{model}-{run.mode}"
     work_dir.mkdir(parents=True, exist_ok=True)
-    max_model_len = max(work.prompt_tokens, work.growth_step * work.growth_turns) + 64
+    max_model_len = probe.max_tokens(work) + 64
     proc, port, stats_dir, startup_s = start_server(
         model_dir, run, work_dir, startup_timeout_s, max_model_len,
     )
+    short = tuple(p for p in PROBE_PHASES if p not in probe.LONG_PHASES)
     try:
-        samples = probe.run(port, SERVED_NAME, work, timeout_s=request_timeout_s)
+        samples = probe.run(port, SERVED_NAME, work, timeout_s=request_timeout_s, phases=short)
+        before_long = None
+        if work.long_prompts:
+            before_long, _ = settled_stats(stats_dir, proc.pid)
+            samples += probe.run(port, SERVED_NAME, work, timeout_s=request_timeout_s,
+                                 phases=probe.LONG_PHASES)
         metrics = probe.prefix_cache_counters(port)
         engine, others = settled_stats(stats_dir, proc.pid)
         mapped = mapped_hotpath(engine["pid"])
     finally:
         stop_server(proc)
-    return Outcome(model, run, samples, engine, metrics, startup_s, others, mapped)
+    return Outcome(model, run, samples, engine, metrics, startup_s, others, mapped,
+                   before_long["stats"] if before_long else None)
 
 
 def check_outcome(o: Outcome, installed: dict[str, Any] | None = None) -> None:
@@ -405,15 +500,65 @@ def check_outcome(o: Outcome, installed: dict[str, Any] | None = None) -> None:
     stats = e["stats"]
     if stats["calls"] < len(o.samples):
         raise Failure(f"{where}: {stats['calls']} lookups for {len(o.samples)} requests")
+    check_full_lookups(where, o.model, o.run.mode, e, len(o.samples))
     if stats["errors"]:
         raise Failure(f"{where}: {stats['errors']} adapter errors")
     if o.run.mode == "shadow":
-        if stats["shadow_compared"] != stats["calls"]:
-            raise Failure(f"{where}: compared {stats['shadow_compared']} of {stats['calls']}")
-        if stats["shadow_mismatches"]:
-            raise Failure(f"{where}: shadow mismatch: {stats['last_mismatch']}")
+        check_shadow_counts(where, stats)
     if any(s.cached_tokens is None for s in o.samples):
         raise Failure(f"{where}: responses carry no cached_tokens")
+
+
+def check_full_lookups(where: str, model: str, mode: str, engine: dict[str, Any],
+                       requests: int) -> None:
+    """The full-attention lookups are where the model has full attention:
+    for a hybrid model the engine core ran at least one per request (ours
+    in modes on and shadow: the extension's full_hit replaced vLLM's; vLLM's
+    own, timed, in mode off), for an all-SWA model none."""
+    full = int(engine["stats"].get("full_calls", 0))
+    if make_models.HAS_FULL_ATTENTION.get(model, False):
+        replaced = engine.get("full_attention") or {}
+        if mode != "off" and not replaced.get("installed"):
+            raise Failure(f"{where}: the full-attention lookup is not replaced in the engine "
+                          f"core: {replaced.get('reason')!r}")
+        if full < requests:
+            raise Failure(f"{where}: {full} full-attention lookups for {requests} requests")
+    elif full:
+        raise Failure(f"{where}: {full} full-attention lookups on a model without "
+                      "full-attention layers")
+
+
+def check_shadow_counts(where: str, stats: dict[str, Any]) -> None:
+    """Shadow compared every lookup of both managers, all equal."""
+    if stats["shadow_compared"] != lookups(stats):
+        raise Failure(f"{where}: compared {stats['shadow_compared']} of {lookups(stats)} "
+                      f"lookups ({stats['calls']} sliding-window + "
+                      f"{stats.get('full_calls', 0)} full-attention)")
+    if stats["shadow_mismatches"]:
+        raise Failure(f"{where}: {stats['shadow_mismatches']} shadow mismatches: "
+                      f"{stats['last_mismatch']}")
+
+
+def check_long_phase(o: Outcome, work: probe.Workload) -> None:
+    """The long phase mattered: all its prompts were sent, thousands of
+    tokens each, and every one sent again (``long_reverse``) was served
+    from the cache for at least 90% of its tokens (the pool kept them)."""
+    if not work.long_prompts:
+        return
+    where = f"{o.model}/{o.run.mode}"
+    again = [s for s in o.samples if s.phase == "long_reverse"]
+    if len(again) != work.long_prompts or \
+            sum(s.phase == "long" for s in o.samples) != work.long_prompts:
+        raise Failure(f"{where}: the long phase sent {len(again)} of {work.long_prompts} "
+                      "prompts again")
+    for s in again:
+        if s.prompt_tokens < work.long_tokens or (s.cached_tokens or 0) < 0.9 * s.prompt_tokens:
+            raise Failure(f"{where}: long_reverse[{s.index}] cached {s.cached_tokens} of "
+                          f"{s.prompt_tokens} tokens; the long prompts did not stay cached")
+    if o.before_long is not None and lookups(o.engine["stats"]) - lookups(o.before_long) \
+            < 2 * work.long_prompts:
+        raise Failure(f"{where}: {lookups(o.engine['stats']) - lookups(o.before_long)} "
+                      f"lookups in the long phase for {2 * work.long_prompts} requests")
 
 
 def compare(outcomes: list[Outcome]) -> None:
@@ -468,15 +613,7 @@ def run_load(model: str, model_dir: Path, work: load.LoadWorkload, blocks: int, 
     try:
         result = load.run(port, SERVED_NAME, work, timeout_s=request_timeout_s,
                           deadline_s=deadline_s)
-        final_ok = True
-        try:  # the server is alive and still answers
-            reply = probe._post(port, "/v1/completions", {
-                "model": SERVED_NAME, "prompt": "w1 w2 w3", "max_tokens": 1,
-            }, request_timeout_s)
-            final_ok = bool(reply.get("choices")) and proc.poll() is None
-            probe.get_text(port, "/health", timeout_s=10.0)
-        except (OSError, ValueError):
-            final_ok = False
+        final_ok = _final_request(proc, port, request_timeout_s)
         metrics = load_counters(port) if final_ok else {}
         engine, _ = settled_stats(stats_dir, proc.pid)
         mapped = mapped_hotpath(engine["pid"])
@@ -484,6 +621,19 @@ def run_load(model: str, model_dir: Path, work: load.LoadWorkload, blocks: int, 
         stop_server(proc)
     return LoadOutcome(model, blocks, load.summary(result, BLOCK_SIZE), engine, metrics,
                        final_ok, startup_s, mapped, load.as_rows(result))
+
+
+def _final_request(proc: subprocess.Popen, port: int, timeout_s: float) -> bool:
+    """The server is alive and still answers a request."""
+    try:
+        reply = probe._post(port, "/v1/completions", {
+            "model": SERVED_NAME, "prompt": "w1 w2 w3", "max_tokens": 1,
+        }, timeout_s)
+        ok = bool(reply.get("choices")) and proc.poll() is None
+        probe.get_text(port, "/health", timeout_s=10.0)
+        return ok
+    except (OSError, ValueError):
+        return False
 
 
 def check_load(o: LoadOutcome, installed: dict[str, Any] | None = None,
@@ -510,9 +660,10 @@ def check_load(o: LoadOutcome, installed: dict[str, Any] | None = None,
     if st["shadow_mismatches"]:
         raise Failure(f"{where}: {st['shadow_mismatches']} shadow mismatches: "
                       f"{st['last_mismatch']}")
-    if st["shadow_compared"] < s["requests"] or st["shadow_compared"] != st["calls"]:
-        raise Failure(f"{where}: shadow compared {st['shadow_compared']} of {st['calls']} "
+    if st["shadow_compared"] < s["requests"] or st["shadow_compared"] != lookups(st):
+        raise Failure(f"{where}: shadow compared {st['shadow_compared']} of {lookups(st)} "
                       f"lookups for {s['requests']} requests")
+    check_full_lookups(where, o.model, LOAD_RUN.mode, e, s["requests"])
     if o.metrics.get(EVICTION_METRIC, 0) <= 0:
         raise Failure(f"{where}: no block was evicted with {o.blocks} blocks "
                       f"({EVICTION_METRIC} = {o.metrics.get(EVICTION_METRIC)})")
@@ -526,7 +677,6 @@ def check_load(o: LoadOutcome, installed: dict[str, Any] | None = None,
 
 def load_line(o: LoadOutcome) -> str:
     s, st = o.summary, o.engine["stats"]
-    per = st["lookup_ns"] / max(st["calls"], 1) / 1000
     return (
         f"load {o.model}: {s['completed']}/{s['requests']} requests at concurrency "
         f"{s['concurrency']} in {s['wall_s']:.1f} s (p50 {s['latency_ms_p50']} ms, "
@@ -534,10 +684,99 @@ def load_line(o: LoadOutcome) -> str:
         f"{o.blocks} blocks: {o.metrics.get(EVICTION_METRIC, 0):.0f} blocks reallocated, "
         f"{s['refetched_after_eviction']} bare prefixes re-computed after eviction; "
         f"hits full {s['full_hits']} / partial {s['partial_hits']} / none {s['misses']}; "
-        f"shadow compared {st['shadow_compared']} of {st['calls']} lookups ({per:.1f} us "
-        f"each), mismatches {st['shadow_mismatches']}, errors {st['errors']}; "
-        f"final request {'ok' if o.final_ok else 'FAILED'}"
+        f"shadow compared {st['shadow_compared']} of {lookups(st)} lookups "
+        f"({manager_text(per_manager(st))}), mismatches {st['shadow_mismatches']}, "
+        f"errors {st['errors']}; final request {'ok' if o.final_ok else 'FAILED'}"
     )
+
+
+def manager_text(rows: dict[str, Any]) -> str:
+    """'sliding window N x U us = T ms, full attention ...' (managers with lookups)."""
+    parts = [f"{name.replace('_', ' ')} {r['lookups']} x {r['us_mean']} us = {r['total_ms']} ms"
+             for name, r in rows.items() if r["lookups"]]
+    return ", ".join(parts) or "no lookups"
+
+
+# ---- the data-parallel run ------------------------------------------------------------
+
+
+def run_dp(model: str, model_dir: Path, work: load.LoadWorkload, size: int, out_dir: Path,
+           startup_timeout_s: float, request_timeout_s: float, deadline_s: float) -> DpOutcome:
+    """One server with ``--data-parallel-size size`` (shadow, native core):
+    ``size`` engine-core processes behind one API server, whose own load
+    balancer spreads the concurrent requests. Loopback only: the DP address
+    is 127.0.0.1 and its RPC port a free one (not the fixed default, which
+    another run on the machine may hold)."""
+    work_dir = out_dir / f"{model}-dp{size}"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    extra = ("--data-parallel-size", str(size), "--data-parallel-backend", "mp",
+             "--data-parallel-address", probe.HOST,
+             "--data-parallel-rpc-port", str(_free_port()))
+    proc, port, stats_dir, startup_s = start_server(
+        model_dir, DP_RUN, work_dir, startup_timeout_s,
+        load.max_prompt_tokens(work) + 64, extra, max_num_seqs=work.concurrency,
+    )
+    try:
+        result = load.run(port, SERVED_NAME, work, timeout_s=request_timeout_s,
+                          deadline_s=deadline_s)
+        final_ok = _final_request(proc, port, request_timeout_s)
+        engines, others = settled_engines(stats_dir, proc.pid, count=size)
+        mapped = {e["pid"]: mapped_hotpath(e["pid"]) for e in engines}
+    finally:
+        stop_server(proc)
+    return DpOutcome(model, size, load.summary(result, BLOCK_SIZE), engines, mapped, proc.pid,
+                     final_ok, startup_s, others)
+
+
+def check_dp(o: DpOutcome, installed: dict[str, Any] | None = None,
+             min_requests: int = 1) -> None:
+    """Every engine core of the data-parallel server (one process per rank)
+    reports its own lookups in its own stats file, in shadow mode with the
+    native core (the installed extension mapped), every lookup compared,
+    zero mismatches, zero errors; all requests completed and the server
+    still answers."""
+    where, s = f"{o.model}/dp{o.size}", o.summary
+    if s["requests"] < min_requests:
+        raise Failure(f"{where}: {s['requests']} requests, below {min_requests}")
+    if s["failed"] or s["unsent"] or s["completed"] != s["requests"]:
+        raise Failure(f"{where}: {s['completed']} of {s['requests']} completed "
+                      f"({s['failed']} failed, {s['unsent']} unsent at the deadline): "
+                      f"{s['failures']}")
+    if not o.final_ok:
+        raise Failure(f"{where}: the server did not answer a request after the load")
+    pids = [e["pid"] for e in o.engines]
+    if len(o.engines) != o.size or len(set(pids)) != o.size or o.server_pid in pids:
+        raise Failure(f"{where}: {len(o.engines)} engine cores with lookups (pids {pids}, "
+                      f"server {o.server_pid}), expected {o.size} of their own")
+    for e in o.engines:
+        at, st = f"{where} engine pid {e['pid']} ({e.get('process')})", e["stats"]
+        if not e.get("installed") or e.get("mode") != DP_RUN.mode \
+                or e.get("backend") != DP_RUN.backend:
+            raise Failure(f"{at}: runs {e.get('mode')} / {e.get('backend')} "
+                          f"(installed {e.get('installed')}: {e.get('reason')!r})")
+        check_mapped(at, e.get("backend", ""), o.hotpath_mapped.get(e["pid"], []), installed)
+        if st["calls"] <= 0:
+            raise Failure(f"{at}: no sliding-window lookup: the requests were not spread")
+        check_full_lookups(at, o.model, DP_RUN.mode, e, 1)
+        if st["errors"]:
+            raise Failure(f"{at}: {st['errors']} adapter errors")
+        check_shadow_counts(at, st)
+    if sum(e["stats"]["calls"] for e in o.engines) < s["requests"]:
+        raise Failure(f"{where}: {sum(e['stats']['calls'] for e in o.engines)} sliding-window "
+                      f"lookups for {s['requests']} requests")
+
+
+def dp_line(o: DpOutcome) -> str:
+    s = o.summary
+    engines = "; ".join(
+        f"{e.get('process')} pid {e['pid']}: {lookups(e['stats'])} lookups "
+        f"({manager_text(per_manager(e['stats']))}), compared {e['stats']['shadow_compared']}, "
+        f"mismatches {e['stats']['shadow_mismatches']}, errors {e['stats']['errors']}"
+        for e in o.engines)
+    return (f"dp{o.size} {o.model}: {s['completed']}/{s['requests']} requests at concurrency "
+            f"{s['concurrency']} in {s['wall_s']:.1f} s (p50 {s['latency_ms_p50']} ms); "
+            f"server pid {o.server_pid}; {engines}; "
+            f"final request {'ok' if o.final_ok else 'FAILED'}")
 
 
 # ---- report ----------------------------------------------------------------------------
@@ -545,7 +784,7 @@ def load_line(o: LoadOutcome) -> str:
 
 def table(outcomes: list[Outcome]) -> str:
     by_mode = {o.run.mode: o for o in outcomes}
-    head = f"{'phase':8} {'i':>2} {'tokens':>6} | " + " | ".join(
+    head = f"{'phase':12} {'i':>2} {'tokens':>6} | " + " | ".join(
         f"{m + ' cached':>13} {'ms':>7}" for m in by_mode
     )
     lines = [head, "-" * len(head)]
@@ -554,28 +793,32 @@ def table(outcomes: list[Outcome]) -> str:
             f"{o.samples[k].cached_tokens:>13} {o.samples[k].latency_ms:>7.1f}"
             for o in by_mode.values()
         )
-        lines.append(f"{s.phase:8} {s.index:>2} {s.prompt_tokens:>6} | {cells}")
+        lines.append(f"{s.phase:12} {s.index:>2} {s.prompt_tokens:>6} | {cells}")
     lines.append("")
     for o in outcomes:
         st = o.engine["stats"]
-        per = st["lookup_ns"] / max(st["calls"], 1) / 1000
         lines.append(
             f"{o.run.mode:6} ({o.engine['backend']:6}) engine pid {o.engine['pid']}: "
-            f"{st['calls']} lookups, {st['lookup_ns'] / 1e6:.3f} ms inside the lookup "
-            f"({per:.1f} us each, slowest {st.get('lookup_ns_max', 0) / 1000:.0f} us); "
-            f"shadow compared {st['shadow_compared']}, "
+            f"{lookups(st)} lookups ({manager_text(per_manager(st))}); "
+            + (f"long phase only: {manager_text(per_manager(st, o.before_long))}; "
+               if o.before_long is not None else "")
+            + f"shadow compared {st['shadow_compared']}, "
             f"mismatches {st['shadow_mismatches']}; server start {o.startup_s:.0f} s"
         )
     return "\n".join(lines)
 
 
-def lookup_times(outcomes: list[Outcome]) -> dict[str, float]:
-    """Mean time inside the lookup per run mode, in microseconds."""
-    return {
-        o.run.mode: round(o.engine["stats"]["lookup_ns"] / max(o.engine["stats"]["calls"], 1)
-                          / 1000, 2)
-        for o in outcomes
-    }
+def lookup_times(outcomes: list[Outcome], long_only: bool = False) -> dict[str, Any]:
+    """Per manager, per run mode: lookups, mean microseconds per lookup,
+    total milliseconds in lookups (the whole probe, or the long phase)."""
+    out: dict[str, Any] = {name: {} for name, *_ in MANAGERS}
+    for o in outcomes:
+        if long_only and o.before_long is None:
+            continue
+        rows = per_manager(o.engine["stats"], o.before_long if long_only else None)
+        for name, row in rows.items():
+            out[name][o.run.mode] = row
+    return out
 
 
 LOAD_COLUMNS = ("index", "document", "prefix_tokens", "suffix_tokens", "prompt_tokens",
@@ -596,6 +839,10 @@ def measure_in_process(model: str, model_dir: Path, rounds: int,
         if not got["installed"] or got["backend"] != backend or got["errors"] \
                 or not got["lookups"]:
             raise Failure(f"{model}/in-process {mode}: {got}")
+        has_full = make_models.HAS_FULL_ATTENTION.get(model, False)
+        if has_full and (not got.get("full_lookups")
+                         or not (got.get("full_attention") or {}).get("installed")):
+            raise Failure(f"{model}/in-process {mode}: no full-attention lookup timed: {got}")
         check_mapped(f"{model}/in-process {mode}", got["backend"], got["hotpath_mapped"],
                      installed)
         out[mode] = got
@@ -606,7 +853,9 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
             work: probe.Workload, load_work: load.LoadWorkload | None, started: str,
             wall_s: float, wheel: dict[str, Any] | None,
             installed: dict[str, Any] | None,
-            in_process: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+            in_process: dict[str, dict[str, Any]] | None = None,
+            dps: dict[str, DpOutcome] | None = None,
+            dp_work: load.LoadWorkload | None = None) -> dict[str, Any]:
     import vllm
 
     from vllm_adapter import fingerprint
@@ -617,7 +866,13 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
         engine = outcomes[0].engine
         models[model] = {
             "kv_cache": engine.get("observed", []),
-            "lookup_us_mean": lookup_times(outcomes),
+            # per manager, per mode: lookups, us_mean, total_ms, max_us
+            "lookup_times": lookup_times(outcomes),
+            "long_phase_lookup_times": lookup_times(outcomes, long_only=True),
+            "long_reverse_cached_tokens": {
+                o.run.mode: [x.cached_tokens for x in o.samples if x.phase == "long_reverse"]
+                for o in outcomes
+            },
             "runs": [
                 {
                     "mode": o.run.mode, "core": o.run.core or "(default)",
@@ -628,6 +883,11 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
                     "lookups": o.engine["stats"]["calls"],
                     "lookup_ns": o.engine["stats"]["lookup_ns"],
                     "lookup_ns_max": o.engine["stats"].get("lookup_ns_max"),
+                    "full_lookups": o.engine["stats"].get("full_calls", 0),
+                    "full_lookup_ns": o.engine["stats"].get("full_lookup_ns", 0),
+                    "full_lookup_ns_max": o.engine["stats"].get("full_lookup_ns_max", 0),
+                    "full_attention": o.engine.get("full_attention"),
+                    "stats_before_long_phase": o.before_long,
                     "shadow_compared": o.engine["stats"]["shadow_compared"],
                     "shadow_mismatches": o.engine["stats"]["shadow_mismatches"],
                     "errors": o.engine["stats"]["errors"],
@@ -654,6 +914,8 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
             "mode": lo.engine["mode"], "engine_hotpath_mapped": lo.hotpath_mapped,
             "lookups": st["calls"], "lookup_ns": st["lookup_ns"],
             "lookup_ns_max": st.get("lookup_ns_max"),
+            "full_lookups": st.get("full_calls", 0), "full_lookup_ns": st.get("full_lookup_ns", 0),
+            "lookup_times": per_manager(st),
             "shadow_compared": st["shadow_compared"],
             "shadow_mismatches": st["shadow_mismatches"], "errors": st["errors"],
             "columns": list(LOAD_COLUMNS),
@@ -661,6 +923,23 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
         }
     for model, runs in (in_process or {}).items():
         models.setdefault(model, {})["in_process"] = runs
+    for model, dp in (dps or {}).items():
+        models.setdefault(model, {})["data_parallel"] = {
+            **dp.summary,
+            "data_parallel_size": dp.size, "server_pid": dp.server_pid,
+            "final_request_ok": dp.final_ok, "startup_s": round(dp.startup_s, 1),
+            "engines": [
+                {"pid": e["pid"], "process": e.get("process"), "mode": e.get("mode"),
+                 "backend": e.get("backend"), "hotpath_mapped": dp.hotpath_mapped.get(e["pid"]),
+                 "lookups": e["stats"]["calls"], "full_lookups": e["stats"].get("full_calls", 0),
+                 "lookup_times": per_manager(e["stats"]),
+                 "shadow_compared": e["stats"]["shadow_compared"],
+                 "shadow_mismatches": e["stats"]["shadow_mismatches"],
+                 "errors": e["stats"]["errors"]}
+                for e in dp.engines
+            ],
+            "other_processes": [{"pid": p["pid"], "process": p["process"]} for p in dp.others],
+        }
     return {
         "started": started,
         "wall_s": round(wall_s, 1),
@@ -674,11 +953,35 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
         "installed": installed,
         "workload": asdict(work),
         "load_workload": asdict(load_work) if load_work else None,
+        "dp_workload": asdict(dp_work) if dp_work else None,
         "block_size": BLOCK_SIZE,
         "window_tokens": make_models.WINDOW,
         "models": models,
         "passed": True,
     }
+
+
+def summary_lines(data: dict[str, Any]) -> list[str]:
+    """Per model and manager: us per lookup and total ms in lookups, off /
+    on / shadow (the whole probe, then the long phase alone), and in one
+    process off / on."""
+    lines = ["time inside the prefix-cache lookups, per manager (us per lookup / total ms):"]
+    for model, m in data["models"].items():
+        for key, label in (("lookup_times", "server, probe"),
+                           ("long_phase_lookup_times", "server, long phase")):
+            for manager, modes in (m.get(key) or {}).items():
+                if any(r["lookups"] for r in modes.values()):
+                    lines.append(f"  {model:6} {manager:14} {label:18} " + ", ".join(
+                        f"{mode} {r['us_mean']} us / {r['total_ms']} ms ({r['lookups']})"
+                        for mode, r in modes.items()))
+        for manager, calls, ns in (("sliding_window", "lookups", "lookup_ns"),
+                                   ("full_attention", "full_lookups", "full_lookup_ns")):
+            runs = m.get("in_process") or {}
+            if any(r.get(calls) for r in runs.values()):
+                lines.append(f"  {model:6} {manager:14} {'one process':18} " + ", ".join(
+                    f"{mode} {r[ns] / max(r[calls], 1) / 1000:.2f} us / {r[ns] / 1e6:.3f} ms "
+                    f"({r[calls]})" for mode, r in runs.items()))
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -690,6 +993,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--models", default="swa,hybrid")
     parser.add_argument("--prompts", type=int, default=probe.Workload.prompts)
     parser.add_argument("--prompt-tokens", type=int, default=probe.Workload.prompt_tokens)
+    parser.add_argument("--long-prompts", type=int, default=probe.Workload.long_prompts,
+                        help="prompts of the long phase (0: no long phase)")
+    parser.add_argument("--long-tokens", type=int, default=probe.Workload.long_tokens)
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--request-timeout", type=float, default=60.0)
     parser.add_argument("--no-probe", action="store_true", help="load phase only")
@@ -703,7 +1009,13 @@ def main(argv: list[str]) -> int:
                         help="--num-gpu-blocks-override of the load server")
     parser.add_argument("--load-deadline", type=float, default=420.0,
                         help="seconds for one model's load phase")
+    parser.add_argument("--dp-models", default="swa,hybrid",
+                        help="models run with --data-parallel-size (empty: none)")
+    parser.add_argument("--dp-size", type=int, default=DP_SIZE)
+    parser.add_argument("--dp-requests", type=int, default=DP_WORK["requests"])
+    parser.add_argument("--dp-concurrency", type=int, default=DP_WORK["concurrency"])
     args = parser.parse_args(argv)
+    args.out = args.out.resolve()  # the servers run in their own work directories
 
     atexit.register(_cleanup)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -712,7 +1024,11 @@ def main(argv: list[str]) -> int:
     work = probe.Workload(
         prompts=args.prompts, prompt_tokens=args.prompt_tokens,
         shared_tokens=args.prompt_tokens * 9 // 10,
+        long_prompts=args.long_prompts, long_tokens=args.long_tokens,
     )
+    dp_models = [m for m in args.dp_models.split(",") if m]
+    dp_work = load.LoadWorkload(requests=args.dp_requests, concurrency=args.dp_concurrency) \
+        if dp_models else None
     load_work = None if args.no_load else load.LoadWorkload(
         requests=args.load_requests, concurrency=args.load_concurrency,
     )
@@ -722,6 +1038,7 @@ def main(argv: list[str]) -> int:
     all_outcomes: dict[str, list[Outcome]] = {}
     loads: dict[str, LoadOutcome] = {}
     in_process: dict[str, dict[str, Any]] = {}
+    dps: dict[str, DpOutcome] = {}
     wheel = installed = None
     try:
         if args.wheel is not None:
@@ -743,6 +1060,7 @@ def main(argv: list[str]) -> int:
                         args.startup_timeout, args.request_timeout,
                     )
                     check_outcome(outcome, installed)
+                    check_long_phase(outcome, work)
                     outcomes.append(outcome)
                 compare(outcomes)
                 all_outcomes[model] = outcomes
@@ -753,7 +1071,9 @@ def main(argv: list[str]) -> int:
                 in_process[model] = measure_in_process(model, model_dirs[model],
                                                        args.in_process, installed)
                 print("in-process " + model + ": " + "; ".join(
-                    f"{m} ({r['backend']}) {r['lookups']} lookups, {r['lookup_us_mean']} us each"
+                    f"{m} ({r['backend']}) sliding window {r['lookups']} x "
+                    f"{r['lookup_us_mean']} us, full attention {r['full_lookups']} x "
+                    f"{r['full_lookup_us_mean']} us"
                     for m, r in in_process[model].items()), flush=True)
             if load_work is not None:
                 print(f"e2e: {model} / load ({load_work.requests} requests, "
@@ -765,21 +1085,26 @@ def main(argv: list[str]) -> int:
                 check_load(lo, installed, min_requests=load_work.requests,
                            min_concurrency=load_work.concurrency)
                 loads[model] = lo
+            if dp_work is not None and model in dp_models:
+                print(f"e2e: {model} / --data-parallel-size {args.dp_size} ({dp_work.requests} "
+                      f"requests, {dp_work.concurrency} in flight, shadow) ...", flush=True)
+                dp = run_dp(model, model_dirs[model], dp_work, args.dp_size, out_dir,
+                            args.startup_timeout, args.request_timeout, args.load_deadline)
+                print(dp_line(dp), flush=True)
+                check_dp(dp, installed, min_requests=dp_work.requests)
+                dps[model] = dp
     except Failure as exc:
         print(f"e2e FAILED: {exc}", file=sys.stderr)
         return 1
     finally:
         _cleanup()
     data = receipt(all_outcomes, loads, work, load_work, started, time.monotonic() - t0,
-                   wheel, installed, in_process)
+                   wheel, installed, in_process, dps, dp_work)
     path = args.out / f"receipt-{started}.json"
     path.write_text(json.dumps(data, indent=1))
-    print("\nmean time inside the lookup (us): " + "; ".join(
-        f"{model}: " + ", ".join(f"{m} {t}" for m, t in m_data.get("lookup_us_mean", {}).items())
-        + ("; in one process " + ", ".join(
-            f"{m} {r['lookup_us_mean']}" for m, r in m_data["in_process"].items())
-           if "in_process" in m_data else "")
-        for model, m_data in data["models"].items()))
+    print()
+    for line in summary_lines(data):
+        print(line)
     if wheel:
         print(f"wheel {wheel['file']} sha256 {wheel['sha256']}")
     print(f"\ne2e passed in {data['wall_s']} s; receipt {path}")

@@ -6,7 +6,13 @@ shadow mismatch, differing ``cached_tokens``, a probe that never hit, a
 package imported from the work tree or from another wheel, an engine core
 that mapped some other extension, and load phases that lost requests,
 never evicted, never hit partially, compared too few lookups or left the
-server dead, and expect each to fail. No server is started here.
+server dead, and expect each to fail. Likewise the full-attention lookups
+(a hybrid engine core without them, or with vLLM's own where ours was
+asked, a shadow run that compared only the sliding-window ones, an all-SWA
+engine that reports some), a long phase whose prompts did not stay cached,
+an in-process run without full-attention timing, and data-parallel runs
+whose engine cores did not each report their own lookups. No server is
+started here.
 """
 
 import copy
@@ -31,21 +37,25 @@ def _samples(cached: list[int]) -> list[probe.Sample]:
     ]
 
 
-def _engine(mode: str, backend: str, calls: int) -> dict:
+def _engine(mode: str, backend: str, calls: int, full_calls: int = 0) -> dict:
     return {
         "pid": 4242, "process": "VLLM::EngineCore", "installed": True,
         "mode": mode, "backend": backend, "reason": "",
+        "full_attention": {"installed": True, "reason": ""},
         "stats": {
             "calls": calls, "lookup_ns": 1000 * calls, "lookup_ns_max": 2000, "errors": 0,
-            "shadow_compared": calls if mode == "shadow" else 0, "shadow_mismatches": 0,
-            "last_mismatch": {},
+            "full_calls": full_calls, "full_lookup_ns": 3000 * full_calls,
+            "full_lookup_ns_max": 5000,
+            "shadow_compared": calls + full_calls if mode == "shadow" else 0,
+            "shadow_mismatches": 0, "last_mismatch": {},
         },
         "observed": [],
     }
 
 
-def _outcome(run: run_e2e.Run, cached: list[int]) -> Outcome:
-    return Outcome("swa", run, _samples(cached), _engine(run.mode, run.backend, 4), {}, 1.0)
+def _outcome(run: run_e2e.Run, cached: list[int], model: str = "swa") -> Outcome:
+    full = 4 if model == "hybrid" else 0
+    return Outcome(model, run, _samples(cached), _engine(run.mode, run.backend, 4, full), {}, 1.0)
 
 
 GOOD = [0, 992, 0, 992]
@@ -100,9 +110,10 @@ def test_probe_without_any_hit_fails() -> None:
         run_e2e.compare(outcomes)
 
 
-def _write(directory: Path, pid: int, calls: int) -> None:
-    data = _engine("on", "python", calls)
-    data["pid"] = pid
+def _write(directory: Path, pid: int, calls: int, full_calls: int = 0,
+           process: str = "VLLM::EngineCore") -> None:
+    data = _engine("on", "python", calls, full_calls)
+    data["pid"], data["process"] = pid, process
     (directory / f"stats-{pid}.json").write_text(json.dumps(data))
 
 
@@ -122,15 +133,158 @@ def test_settled_stats_rejects_lookups_in_the_server_or_nowhere(tmp_path) -> Non
         run_e2e.settled_stats(tmp_path, server_pid=100, timeout_s=1)
 
 
+def test_settled_stats_counts_full_attention_lookups_as_lookups(tmp_path) -> None:
+    _write(tmp_path, 100, 0)
+    _write(tmp_path, 101, 0, full_calls=3)
+    engine, _ = run_e2e.settled_stats(tmp_path, server_pid=100, timeout_s=2)
+    assert engine["pid"] == 101
+
+
+def test_settled_engines_finds_every_data_parallel_engine(tmp_path) -> None:
+    _write(tmp_path, 100, 0, process="api_server")
+    _write(tmp_path, 102, 5, process="VLLM::EngineCore_DP1")
+    _write(tmp_path, 101, 7, process="VLLM::EngineCore_DP0")
+    _write(tmp_path, 103, 0, process="spawn_main")
+    engines, others = run_e2e.settled_engines(tmp_path, server_pid=100, count=2, timeout_s=3)
+    assert [e["pid"] for e in engines] == [101, 102]
+    assert sorted(o["pid"] for o in others) == [100, 103]
+    # One engine core got every request (not spread): only one has lookups.
+    (tmp_path / "stats-102.json").unlink()
+    _write(tmp_path, 102, 0, process="VLLM::EngineCore_DP1")
+    with pytest.raises(Failure, match="expected 2 processes with lookups, found 1"):
+        run_e2e.settled_engines(tmp_path, server_pid=100, count=2, timeout_s=1)
+    _write(tmp_path, 100, 3, process="api_server")  # lookups in the server
+    _write(tmp_path, 102, 5, process="VLLM::EngineCore_DP1")
+    with pytest.raises(Failure, match="expected 2 processes with lookups, found 3"):
+        run_e2e.settled_engines(tmp_path, server_pid=100, count=2, timeout_s=1)
+    (tmp_path / "stats-101.json").unlink()
+    with pytest.raises(Failure, match="API server process"):
+        run_e2e.settled_engines(tmp_path, server_pid=100, count=2, timeout_s=1)
+
+
 def test_probe_requests_are_deterministic() -> None:
     work = probe.Workload(prompts=2, prompt_tokens=50, shared_tokens=40, growth_turns=2,
-                          growth_step=5)
+                          growth_step=5, long_prompts=2, long_tokens=300)
     first, second = list(probe.requests(work)), list(probe.requests(work))
     assert first == second
     phases = [p for p, _, _ in first]
-    assert phases == ["forward"] * 2 + ["reverse"] * 2 + ["shared"] * 2 + ["growth"] * 2
+    assert phases == ["forward"] * 2 + ["reverse"] * 2 + ["shared"] * 2 + ["growth"] * 2 \
+        + ["long"] * 2 + ["long_reverse"] * 2
     assert first[2][2] == first[1][2]  # reverse re-sends prompt 1 first
     assert first[4][2][:40] == first[0][2][:40] != first[4][2]
+    assert first[10][2] == first[9][2] and len(first[8][2]) == 300  # long_reverse: 1 first
+    assert probe.max_tokens(work) == 300
+    # The long phase does not change the phases before it.
+    short = list(probe.requests(probe.Workload(prompts=2, prompt_tokens=50, shared_tokens=40,
+                                               growth_turns=2, growth_step=5, long_prompts=0)))
+    assert short == first[:8]
+
+
+def test_default_probe_is_long_and_fits_the_models() -> None:
+    import make_models
+
+    work = probe.Workload()
+    assert work.long_prompts >= 4 and work.long_tokens >= 6000
+    # --max-model-len (longest prompt + 64) within the models' positions.
+    assert probe.max_tokens(work) + 64 <= make_models.SHAPE["max_position_embeddings"]
+
+
+# ---- full-attention lookups (run_e2e.check_full_lookups / check_shadow_counts) --------
+
+
+def test_hybrid_outcomes_with_full_attention_lookups_pass() -> None:
+    outcomes = [_outcome(run, GOOD, "hybrid") for run in RUNS]
+    for o in outcomes:
+        run_e2e.check_outcome(o)
+    run_e2e.compare(outcomes)
+    times = run_e2e.lookup_times(outcomes)
+    assert times["full_attention"]["on"] == {"lookups": 4, "us_mean": 3.0, "total_ms": 0.012,
+                                             "max_us": 5.0}
+    assert times["sliding_window"]["off"]["us_mean"] == 1.0
+
+
+@pytest.mark.parametrize("mode", ["off", "on", "shadow"])
+@pytest.mark.parametrize("breakage, message", [
+    (lambda e: e["stats"].update(full_calls=0, shadow_compared=e["stats"]["calls"]),
+     "0 full-attention lookups for 4 requests"),
+    (lambda e: e["stats"].update(full_calls=3, shadow_compared=e["stats"]["calls"] + 3),
+     "3 full-attention lookups for 4 requests"),
+])
+def test_hybrid_without_full_attention_lookups_fails(mode, breakage, message) -> None:
+    run = {r.mode: r for r in RUNS}[mode]
+    outcome = _outcome(run, GOOD, "hybrid")
+    breakage(outcome.engine)
+    with pytest.raises(Failure, match=message):
+        run_e2e.check_outcome(outcome)
+
+
+@pytest.mark.parametrize("mode", ["on", "shadow"])
+def test_hybrid_with_vllms_own_full_attention_lookup_fails(mode) -> None:
+    outcome = _outcome({r.mode: r for r in RUNS}[mode], GOOD, "hybrid")
+    outcome.engine["full_attention"] = {"installed": False,
+                                        "reason": "unknown full-attention lookup"}
+    with pytest.raises(Failure, match="full-attention lookup is not replaced"):
+        run_e2e.check_outcome(outcome)
+    del outcome.engine["full_attention"]  # a plugin that does not even say
+    with pytest.raises(Failure, match="full-attention lookup is not replaced"):
+        run_e2e.check_outcome(outcome)
+
+
+def test_shadow_must_compare_both_kinds_of_lookup() -> None:
+    outcome = _outcome(RUNS[2], GOOD, "hybrid")
+    outcome.engine["stats"].update(shadow_compared=4)  # the sliding-window ones only
+    with pytest.raises(Failure, match=r"compared 4 of 8 lookups \(4 sliding-window \+ 4 full"):
+        run_e2e.check_outcome(outcome)
+    outcome.engine["stats"].update(shadow_compared=8, shadow_mismatches=1)
+    with pytest.raises(Failure, match="1 shadow mismatches"):
+        run_e2e.check_outcome(outcome)
+
+
+def test_full_attention_lookups_on_an_all_swa_model_fail() -> None:
+    outcome = _outcome(RUNS[1], GOOD, "swa")
+    outcome.engine["stats"].update(full_calls=2)
+    with pytest.raises(Failure, match="model without full-attention layers"):
+        run_e2e.check_outcome(outcome)
+
+
+# ---- the long phase (run_e2e.check_long_phase) -----------------------------------------
+
+LONG = probe.Workload(long_prompts=2, long_tokens=7000)
+
+
+def _long_outcome(cached: list[int | None], model: str = "hybrid") -> Outcome:
+    o = _outcome(RUNS[1], GOOD, model)
+    o.samples += [probe.Sample("long", i, 7000, 0, 900.0) for i in range(2)]
+    o.samples += [probe.Sample("long_reverse", 1 - i, 7000, c, 90.0)
+                  for i, c in enumerate(cached)]
+    o.before_long = copy.deepcopy(o.engine["stats"])
+    o.engine["stats"].update(calls=8, lookup_ns=4000 + 4 * 40_000, full_calls=8,
+                             full_lookup_ns=12_000 + 4 * 90_000)
+    return o
+
+
+def test_good_long_phase_passes_and_is_timed_on_its_own() -> None:
+    o = _long_outcome([6976, 6976])
+    run_e2e.check_long_phase(o, LONG)
+    long = run_e2e.lookup_times([o], long_only=True)
+    assert long["sliding_window"]["on"] == {"lookups": 4, "us_mean": 40.0, "total_ms": 0.16}
+    assert long["full_attention"]["on"] == {"lookups": 4, "us_mean": 90.0, "total_ms": 0.36}
+    run_e2e.check_long_phase(_outcome(RUNS[1], GOOD), probe.Workload(long_prompts=0))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda o: o.samples.pop(), "sent 1 of 2 prompts again"),
+    (lambda o: o.samples.pop(-3), "sent 2 of 2"),  # a forward long prompt missing
+    (lambda o: o.samples[-1].__setattr__("cached_tokens", 992), "cached 992 of 7000 tokens"),
+    (lambda o: o.samples[-1].__setattr__("cached_tokens", None), "cached None of 7000"),
+    (lambda o: o.samples[-2].__setattr__("prompt_tokens", 1000), "cached 6976 of 1000"),
+    (lambda o: o.engine["stats"].update(calls=4, full_calls=5), "1 lookups in the long phase"),
+])
+def test_long_phase_breakages_fail(change, message) -> None:
+    o = _long_outcome([6976, 6976])
+    change(o)
+    with pytest.raises(Failure, match=message):
+        run_e2e.check_long_phase(o, LONG)
 
 
 # ---- the installed artifact (run_e2e.check_installed / check_mapped) -------------------
@@ -229,7 +383,7 @@ def test_wheel_info_rejects_pure_or_empty_wheels(tmp_path) -> None:
 
 def _load_outcome() -> run_e2e.LoadOutcome:
     calls = 1001
-    engine = _engine("shadow", "native", calls)
+    engine = _engine("shadow", "native", calls, full_calls=1000)
     summary = {
         "requests": 1000, "completed": 1000, "failed": 0, "unsent": 0, "failures": [],
         "concurrency": 16, "wall_s": 5.0, "full_hits": 200, "partial_hits": 700,
@@ -255,8 +409,14 @@ def test_good_load_passes() -> None:
     (lambda o: o.engine.update(installed=False), "engine core runs"),
     (lambda o: o.engine["stats"].update(errors=2), "2 adapter errors"),
     (lambda o: o.engine["stats"].update(shadow_mismatches=1), "1 shadow mismatches"),
-    (lambda o: o.engine["stats"].update(shadow_compared=999, calls=999), "compared 999"),
-    (lambda o: o.engine["stats"].update(shadow_compared=900), "compared 900 of 1001"),
+    (lambda o: o.engine["stats"].update(shadow_compared=999, calls=0, full_calls=999),
+     "compared 999"),
+    (lambda o: o.engine["stats"].update(shadow_compared=900), "compared 900 of 2001"),
+    (lambda o: o.engine["stats"].update(shadow_compared=1001), "compared 1001 of 2001"),
+    (lambda o: o.engine["stats"].update(full_calls=0, shadow_compared=1001),
+     "0 full-attention lookups for 1000 requests"),
+    (lambda o: o.engine.update(full_attention={"installed": False, "reason": "python core"}),
+     "not replaced"),
     (lambda o: o.metrics.clear(), "no block was evicted"),
     (lambda o: o.metrics.update({run_e2e.EVICTION_METRIC: 0.0}), "no block was evicted"),
     (lambda o: o.summary.update(refetched_after_eviction=0), "evictions never reached"),
