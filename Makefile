@@ -82,7 +82,9 @@ apt-tools:
 # ---- native core -------------------------------------------------------------
 # The hot path: the extension extracted_c._hotpath (setup.py), rebuilt in
 # place when its sources change. `pip install .` builds the same thing.
-HOTPATH_SRC := $(C_SRC) extracted_c/hotpath_module.c setup.py
+HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h \
+	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c
+HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) setup.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
 ext: $(HOTPATH_STAMP)
@@ -102,7 +104,8 @@ $(LIB): $(C_SRC)
 # the CPython glue, both instrumented; ffi-test-asan loads it in place of the
 # in-place build through $PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
-HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/hotpath_module.c
+HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/full_attention_probe.c \
+	extracted_c/hotpath_pool.c extracted_c/hotpath_module.c
 
 lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN)
 
@@ -111,7 +114,7 @@ $(LIB_ASAN): $(C_SRC)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(C_UNITS)
 	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
 
-$(HOTPATH_ASAN): $(C_SRC) extracted_c/hotpath_module.c | $(STAMP)
+$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
 	mkdir -p $(dir $@)
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
@@ -146,7 +149,8 @@ ffi-test-asan: setup lib-asan
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys \
 		tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
 	$(TEST_ENV) PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
-		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py
+		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py \
+		tests/test_full_hotpath.py
 
 lint-lean:
 	$(PYTHON) scripts/lint_lean.py .
@@ -178,7 +182,9 @@ BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
 PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
 	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py)
 SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_c/prefix_cache.h \
-	extracted_c/prefix_cache_probe.c extracted_c/hotpath_module.c
+	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
+	extracted_c/full_attention_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
+	extracted_c/hotpath_pool.h
 
 .PHONY: dist
 dist: $(DIST_STAMP)

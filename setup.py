@@ -2,11 +2,13 @@
 is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
-apart from the glue. ``extracted_c/prefix_cache_probe.c`` (prefix_cache.c
-in its probe instance, the text Frama-C/WP proves) is compiled with the
-flags ``make lib`` uses for the library (C99, pedantic, warnings as
-errors); the CPython glue ``extracted_c/hotpath_module.c`` is compiled with
-Python's own flags; both are linked into one extension module.
+apart from the glue. ``extracted_c/prefix_cache_probe.c`` and
+``extracted_c/full_attention_probe.c`` (prefix_cache.c and
+full_attention.c in their probe instances, the texts Frama-C/WP proves)
+are compiled with the flags ``make lib`` uses for the library (C99,
+pedantic, warnings as errors); the CPython glue
+(``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
+compiled with Python's own flags; all are linked into one extension module.
 
 Without a C compiler the install still succeeds: the build says so in one
 clear message and the plugin then serves lookups with the pure-Python core
@@ -21,9 +23,9 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-CORE_SOURCES = ["extracted_c/prefix_cache_probe.c"]
+CORE_SOURCES = ["extracted_c/prefix_cache_probe.c", "extracted_c/full_attention_probe.c"]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
-GLUE_SOURCES = ["extracted_c/hotpath_module.c"]
+GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
 
 
@@ -60,7 +62,9 @@ setup(
             sources=GLUE_SOURCES,
             include_dirs=["extracted_c"],
             depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
-                     "extracted_c/prefix_cache_probe.c"],
+                     "extracted_c/prefix_cache_probe.c", "extracted_c/full_attention.c",
+                     "extracted_c/full_attention.h", "extracted_c/full_attention_probe.c",
+                     "extracted_c/hotpath_pool.h"],
             extra_compile_args=GLUE_FLAGS,
         )
     ],

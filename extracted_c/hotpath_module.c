@@ -1,303 +1,50 @@
 /*
- * hotpath_module.c -- CPython glue: vLLM's sliding-window prefix-cache
- * lookup answered by the proved C search in one call (extracted_c._hotpath).
+ * hotpath_module.c -- CPython glue: vLLM's prefix-cache lookups answered by
+ * the proved C searches in one call each (extracted_c._hotpath).
  *
- * What is proved and what is not. The search is find_hit_probe, i.e.
- * prefix_cache.c compiled unchanged in its probe instance (see
- * prefix_cache_probe.c): Frama-C/WP proves the mask instance of that text.
- * This file is the glue around it and is NOT proved; it is tested against
- * vLLM's own method on vLLM's real BlockPool (tests/test_hotpath_glue.py, also
- * under ASan + UBSan). It does three things:
- *   1. decides whether the fast path applies (else it hands the call, as it
- *      came, to the Python lookup ``fallback``, which serves any input);
- *   2. answers probe(i) the way vLLM 0.33.0's BlockPool.get_cached_block
- *      does: for each group, in order, key = hash + 4-byte big-endian group
- *      id, a read of the hash map's dict; a value of exactly vLLM's block
- *      class is a hit; anything else under the key is read through vLLM's
- *      own get_one_block and its truth test; the first miss ends the probe;
- *   3. builds vLLM's return value: per group [null_block] * first_real then
- *      the blocks the probes returned, and the hit in tokens.
+ * What is proved and what is not. The searches are find_hit_probe
+ * (sliding window: prefix_cache.c compiled unchanged in its probe instance,
+ * prefix_cache_probe.c) and full_hit_probe (full attention: full_attention.c
+ * in its probe instance, full_attention_probe.c); Frama-C/WP proves the mask
+ * instances of those texts. This file and hotpath_pool.c are the glue around
+ * them and are NOT proved; they are tested against vLLM's own methods on
+ * vLLM's real BlockPool (tests/test_hotpath_glue.py, tests/test_hot_path.py,
+ * tests/test_full_hotpath.py, also under ASan + UBSan). This file:
+ *   1. binds vLLM's arguments and decides whether the fast path applies
+ *      (else it hands the call, as it came, to ``fallback``, which serves
+ *      any input: the Python lookup, or vLLM's own method);
+ *   2. checks that vLLM's probe of this pool is the read hotpath_pool.c
+ *      makes, and resolves the block hashes as vLLM does;
+ *   3. runs the proved search with hotpath_pool.c's probe and returns
+ *      vLLM's value: per group the answer list, and the hit in tokens.
  *
- * What it assumes (the caller, vllm_adapter/swa_lookup.py, checks the
- * first two once at install time; this file checks the rest per call):
- *   - the read above is what vLLM's probe does: the sources of that probe
- *     match a known vLLM build (fingerprint.check_pool_read, ``pool_read``)
- *     and vLLM's block class has no __bool__/__len__;
+ * What it assumes (vllm_adapter checks the first two once at install
+ * time; this file checks the rest per call):
+ *   - the read is what vLLM's probe does: the sources of that probe match a
+ *     known vLLM build (fingerprint.check_pool_read, ``pool_read``) and
+ *     vLLM's block class has no __bool__/__len__;
+ *   - the lookup being replaced is the one the search models (its own
+ *     source fingerprint);
  *   - the pool is exactly vLLM's BlockPool with its own get_cached_block,
  *     its hash map exactly vLLM's class with its own get_one_block and a
  *     plain dict, make_block_hash_with_group_id not replaced (per call);
  *   - the pool is not changed during one lookup (the GIL is held for the
  *     whole call and nothing here lets other Python code run, except vLLM's
- *     get_one_block for keys holding several blocks). The probe instance's
- *     proof needs probe(i) to answer the same for the same i within a call.
- *
- * Reference counts: PyDict_GetItemWithError and PyList_GET_ITEM return
- * borrowed references. Every block a probe returns is INCREF'd into the
- * hit log (owned), then either moved into an output list
- * (PyList_SET_ITEM steals it) or released, on every path. Each key is a new
- * bytes object, released after its read on every path.
+ *     get_one_block for keys holding several blocks and vLLM's
+ *     resolve_block_hashes). The probe instances' proofs need a probe to
+ *     answer the same for the same index within a call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <string.h>
 
+#include "full_attention.h"
+#include "hotpath_pool.h"
 #include "prefix_cache.h"
 
-/* Probe hits logged on the stack before the log moves to the heap. */
-#define LOG_STACK_SLOTS 512
 /* Largest |sliding_window| the fast path takes (need is then exact). */
 #define WINDOW_LIMIT ((int64_t)1 << 62)
-
-/* ---- the probe -------------------------------------------------------- */
-
-enum probe_status {
-    PROBE_OK = 0,
-    PROBE_ERROR = 1,       /* a Python exception is set */
-    PROBE_UNSUPPORTED = 2, /* an input the fast path does not model */
-};
-
-typedef struct {
-    PyObject *hashes;     /* borrowed: the block hashes (list or sequence) */
-    int hashes_is_list;
-    PyObject *cache;      /* borrowed: the hash map's dict */
-    PyObject *block_type; /* borrowed: vLLM's KVCacheBlock */
-    PyObject *hash_map;   /* borrowed: the pool's BlockHashToBlockMap */
-    PyObject *read_fn;    /* borrowed: BlockHashToBlockMap.get_one_block */
-    Py_ssize_t ngroups;
-    unsigned char (*suffix)[4]; /* ngroups big-endian group ids */
-    int64_t n;
-    int status;
-    PyObject *key;        /* owned: the reused key (make_key), or NULL */
-    /* The hit log: entry e is block index log_idx[e] and its blocks
-     * log_blocks[e * ngroups .. (e + 1) * ngroups), owned references. */
-    int64_t *log_idx;
-    PyObject **log_blocks;
-    Py_ssize_t log_len;
-    Py_ssize_t log_cap;
-    int log_on_heap;
-} probe_ctx;
-
-static int
-log_reserve(probe_ctx *c)
-{
-    Py_ssize_t cap;
-    int64_t *idx;
-    PyObject **blocks;
-
-    if (c->log_len < c->log_cap) {
-        return 0;
-    }
-    cap = c->log_cap * 2;
-    if (cap > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(PyObject *) / c->ngroups) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    idx = PyMem_Malloc((size_t)cap * sizeof(int64_t));
-    blocks = PyMem_Malloc((size_t)(cap * c->ngroups) * sizeof(PyObject *));
-    if (idx == NULL || blocks == NULL) {
-        PyMem_Free(idx);
-        PyMem_Free(blocks);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(idx, c->log_idx, (size_t)c->log_len * sizeof(int64_t));
-    memcpy(blocks, c->log_blocks, (size_t)(c->log_len * c->ngroups) * sizeof(PyObject *));
-    if (c->log_on_heap) {
-        PyMem_Free(c->log_idx);
-        PyMem_Free(c->log_blocks);
-    }
-    c->log_idx = idx;
-    c->log_blocks = blocks;
-    c->log_cap = cap;
-    c->log_on_heap = 1;
-    return 0;
-}
-
-/* Release what the log still owns (entries moved out are NULL). */
-static void
-log_release(probe_ctx *c)
-{
-    Py_ssize_t k;
-
-    for (k = 0; k < c->log_len * c->ngroups; k++) {
-        Py_XDECREF(c->log_blocks[k]);
-    }
-    c->log_len = 0;
-    if (c->log_on_heap) {
-        PyMem_Free(c->log_idx);
-        PyMem_Free(c->log_blocks);
-        c->log_on_heap = 0;
-    }
-}
-
-/* The key of one read: hash + suffix. On CPython 3.11/3.12 one bytes
- * object per lookup is refilled for every read (c->key, which only this
- * file ever references) and its hash is computed as bytes_hash computes it,
- * so the dict is asked with _PyDict_GetItem_KnownHash and no object is made
- * per probe; elsewhere a new bytes object per read. A borrowed reference
- * (reused) or a new one (*fresh set); NULL with an exception set. */
-static PyObject *
-make_key(probe_ctx *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
-         Py_hash_t *key_hash, int *fresh)
-{
-    PyObject *key;
-    char *buf;
-
-#if PY_VERSION_HEX < 0x030D0000
-    if (c->key == NULL || PyBytes_GET_SIZE(c->key) != hash_len + 4) {
-        Py_XDECREF(c->key);
-        c->key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
-        if (c->key == NULL) {
-            return NULL;
-        }
-    }
-    key = c->key;
-    *fresh = 0;
-#else
-    key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
-    if (key == NULL) {
-        return NULL;
-    }
-    *fresh = 1;
-#endif
-    buf = PyBytes_AS_STRING(key);
-    memcpy(buf, hash, (size_t)hash_len);
-    memcpy(buf + hash_len, suffix, 4);
-#if PY_VERSION_HEX < 0x030D0000
-    *key_hash = _Py_HashBytes(buf, hash_len + 4);
-#else
-    *key_hash = -1;
-#endif
-    return key;
-}
-
-/* One group's read: a new reference to the block, or NULL with *miss set
- * (no exception) or NULL with an exception set. */
-static PyObject *
-read_block(probe_ctx *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix, int *miss)
-{
-    PyObject *key;
-    PyObject *block;
-    Py_hash_t key_hash;
-    int fresh;
-    int truth;
-
-    key = make_key(c, hash, hash_len, suffix, &key_hash, &fresh);
-    if (key == NULL) {
-        return NULL;
-    }
-#if PY_VERSION_HEX < 0x030D0000
-    block = _PyDict_GetItem_KnownHash(c->cache, key, key_hash); /* borrowed */
-#else
-    block = PyDict_GetItemWithError(c->cache, key); /* borrowed */
-#endif
-    if (fresh) {
-        Py_DECREF(key);
-    }
-    if (block == NULL) {
-        *miss = !PyErr_Occurred();
-        return NULL;
-    }
-    if (Py_TYPE(block) == (PyTypeObject *)c->block_type) {
-        Py_INCREF(block);
-        return block;
-    }
-    /* vLLM's get_one_block gets a key of its own, never the reused one. */
-    key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
-    if (key == NULL) {
-        return NULL;
-    }
-    memcpy(PyBytes_AS_STRING(key), hash, (size_t)hash_len);
-    memcpy(PyBytes_AS_STRING(key) + hash_len, suffix, 4);
-    /* Several blocks (or anything else) under the key: vLLM's own read and
-     * vLLM's own truth test (``if not block``). */
-    {
-        PyObject *call[2] = {c->hash_map, key};
-        block = PyObject_Vectorcall(c->read_fn, call, 2, NULL); /* hash_map.get_one_block(key) */
-    }
-    Py_DECREF(key);
-    if (block == NULL) {
-        return NULL;
-    }
-    truth = PyObject_IsTrue(block);
-    if (truth <= 0) {
-        Py_DECREF(block);
-        *miss = truth == 0;
-        return NULL;
-    }
-    return block;
-}
-
-/* pc_probe_fn: 1 when every group has block i cached (vLLM's
- * get_cached_block is truthy), logging the blocks; 0 otherwise. After an
- * error every probe answers 0, which ends the search (its termination does
- * not depend on the answers). */
-static uint8_t
-probe(void *vctx, int64_t i)
-{
-    probe_ctx *c = vctx;
-    PyObject *item;
-    PyObject *owned = NULL;
-    PyObject **slot;
-    Py_ssize_t g;
-    int miss = 0;
-
-    if (c->status != PROBE_OK) {
-        return 0;
-    }
-    if (i < 0 || i >= c->n) {
-        PyErr_Format(PyExc_RuntimeError, "probe of block %lld outside [0, %lld)",
-                     (long long)i, (long long)c->n);
-        c->status = PROBE_ERROR;
-        return 0;
-    }
-    if (c->hashes_is_list) {
-        if (i >= PyList_GET_SIZE(c->hashes)) {
-            PyErr_SetString(PyExc_RuntimeError, "block_hashes shrank during the lookup");
-            c->status = PROBE_ERROR;
-            return 0;
-        }
-        item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)i); /* borrowed */
-    } else {
-        owned = item = PySequence_GetItem(c->hashes, (Py_ssize_t)i);
-        if (item == NULL) {
-            c->status = PROBE_ERROR;
-            return 0;
-        }
-    }
-    /* Exactly bytes (vLLM's BlockHash): then hash + suffix is these bytes
-     * followed by the suffix, whatever a subclass's + would do. */
-    if (!PyBytes_CheckExact(item)) {
-        Py_XDECREF(owned);
-        c->status = PROBE_UNSUPPORTED;
-        return 0;
-    }
-    if (log_reserve(c) < 0) {
-        Py_XDECREF(owned);
-        c->status = PROBE_ERROR;
-        return 0;
-    }
-    slot = c->log_blocks + c->log_len * c->ngroups;
-    for (g = 0; g < c->ngroups; g++) {
-        slot[g] = read_block(c, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), c->suffix[g], &miss);
-        if (slot[g] == NULL) {
-            while (g > 0) {
-                g--;
-                Py_CLEAR(slot[g]);
-            }
-            Py_XDECREF(owned);
-            if (!miss) {
-                c->status = PROBE_ERROR;
-            }
-            return 0;
-        }
-    }
-    Py_XDECREF(owned);
-    c->log_idx[c->log_len] = i;
-    c->log_len++;
-    return 1;
-}
 
 /* ---- the lookup object ------------------------------------------------ */
 
@@ -308,7 +55,7 @@ typedef struct {
     PyObject *original;   /* vLLM's own method (bound): answers after an error */
     PyObject *on_error;   /* on_error(exc): told before original answers */
     PyObject *resolve;    /* resolve(cls, hashes, hash_block_size, block_size, alignment) */
-    PyObject *spec_type;  /* SlidingWindowSpec */
+    PyObject *spec_type;  /* the spec class, or a tuple of them */
     PyObject *pool_type;  /* BlockPool */
     PyObject *map_type;   /* BlockHashToBlockMap */
     PyObject *block_type; /* KVCacheBlock */
@@ -316,22 +63,26 @@ typedef struct {
     PyObject *read_fn;    /* BlockHashToBlockMap.get_one_block */
     PyObject *key_fn;     /* make_block_hash_with_group_id */
     PyObject *key_scope;  /* the module dict where vLLM's probe finds key_fn */
+    PyObject *view_type;  /* BlockHashListWithBlockSize, or None */
     int pool_read;
+    int kind;             /* KIND_SLIDING_WINDOW or KIND_FULL_ATTENTION */
     unsigned long long calls;      /* every call */
     unsigned long long native;     /* answered here, by the proved search */
     unsigned long long delegated;  /* handed to ``fallback`` */
-} SwaLookup;
+} Lookup;
 
-/* Calls answered and delegated by every SwaLookup of this process
+enum { KIND_SLIDING_WINDOW, KIND_FULL_ATTENTION };
+
+/* Calls answered and delegated by every Lookup of this process
  * (``totals()``), so a test can see the path taken across re-installs. */
 static unsigned long long total_native, total_delegated;
 
 /* Interned names. */
 static PyObject *s_block_size, *s_sliding_window, *s_hash_block_size,
     *s_cached_block_hash_to_block, *s_null_block, *s_cache, *s_get_cached_block,
-    *s_get_one_block, *s_make_key;
+    *s_get_one_block, *s_make_key, *s_view_hashes, *s_view_scale;
 
-/* Parameter names of SlidingWindowManager.find_longest_cache_hit, after cls. */
+/* Parameter names of SingleTypeKVCacheManager.find_longest_cache_hit. */
 enum {
     A_CLS, A_HASHES, A_MAX_LENGTH, A_GROUP_IDS, A_POOL, A_SPEC, A_EAGLE,
     A_ALIGNMENT, A_DCP, A_PCP, A_COUNT
@@ -413,6 +164,23 @@ exact_int(PyObject *obj, int64_t low, int64_t high, int64_t *out)
     return 1;
 }
 
+/* The spec is an instance of the spec class (or of one in the tuple). */
+static int
+spec_matches(Lookup *self, PyObject *spec)
+{
+    Py_ssize_t k;
+
+    if (!PyTuple_Check(self->spec_type)) {
+        return PyObject_TypeCheck(spec, (PyTypeObject *)self->spec_type);
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(self->spec_type); k++) {
+        if (PyObject_TypeCheck(spec, (PyTypeObject *)PyTuple_GET_ITEM(self->spec_type, k))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* obj.name() calls fn: the class resolves name to fn and the instance
  * does not shadow it (nothing patched on the class or the instance). Read
  * without making a bound method. -1 with an exception set on error. */
@@ -456,282 +224,306 @@ ceil_div(int64_t a, int64_t b)
     return (a > 0 && a % b != 0) ? q + 1 : q;
 }
 
-/* The answer list of group g: [null] * first_real, then the logged blocks
- * of [first_real, length), moved out of the log. NULL with an exception
- * if one of them was never probed (cannot happen if the search is
- * correct; checked rather than trusted). */
-static PyObject *
-group_list(probe_ctx *c, Py_ssize_t g, PyObject *null_block, int64_t first_real, int64_t length)
-{
-    PyObject *list = PyList_New((Py_ssize_t)length);
-    Py_ssize_t k, e;
-
-    if (list == NULL) {
-        return NULL;
-    }
-    /* first_real references to null_block at once, as [x] * n does. */
-    Py_SET_REFCNT(null_block, Py_REFCNT(null_block) + (Py_ssize_t)first_real);
-    for (k = 0; k < (Py_ssize_t)first_real; k++) {
-        PyList_SET_ITEM(list, k, null_block);
-    }
-    for (e = 0; e < c->log_len; e++) {
-        int64_t i = c->log_idx[e];
-        PyObject **slot = c->log_blocks + e * c->ngroups + g;
-        if (i >= first_real && i < length && PyList_GET_ITEM(list, (Py_ssize_t)i) == NULL) {
-            PyList_SET_ITEM(list, (Py_ssize_t)i, *slot); /* steals the log's reference */
-            *slot = NULL;
-        }
-    }
-    for (k = (Py_ssize_t)first_real; k < (Py_ssize_t)length; k++) {
-        if (PyList_GET_ITEM(list, k) == NULL) {
-            Py_DECREF(list); /* list_dealloc skips the NULL items */
-            PyErr_Format(PyExc_RuntimeError,
-                         "block %zd of the hit [%lld, %lld) was not probed", k,
-                         (long long)first_real, (long long)length);
-            return NULL;
-        }
-    }
-    return list;
-}
-
 enum { FAST_DONE, FAST_DELEGATE, FAST_ERROR };
 
-/* The fast path. FAST_DONE with *result set, FAST_DELEGATE when the input
- * is outside what it models (no exception set), FAST_ERROR with an
- * exception set. */
-static int
-fast_lookup(SwaLookup *self, PyObject **a, PyObject **result)
+/* What one call reads of the pool, its hashes and its spec (new or
+ * borrowed references as marked; released by view_release). */
+typedef struct {
+    int64_t max_length, alignment, block_size, hash_block_size;
+    int eagle;
+    PyObject *bs_obj;     /* new: spec.block_size */
+    PyObject *hbs_obj;    /* new: pool.hash_block_size */
+    PyObject *hash_map;   /* new: pool.cached_block_hash_to_block */
+    PyObject *cache;      /* new: hash_map._cache */
+    PyObject *null_block; /* new: pool.null_block */
+    PyObject *resolved;   /* new: resolve_block_hashes(...) */
+    PyObject *base;       /* borrowed from resolved: the list read */
+    int64_t base_stride;  /* resolved[j] is base[(j + 1) * base_stride - 1] */
+    int64_t resolved_len; /* len(resolved) */
+} call_view;
+
+static void
+view_release(call_view *v)
 {
-    int64_t max_length, alignment, block_size, sliding_window, hash_block_size, ws;
-    int64_t n, need, period, gid;
-    Py_ssize_t ngroups, g, len;
-    int eagle, own, status = FAST_ERROR, reading_input = 1;
-    PyObject *bs_obj = NULL, *sw_obj = NULL, *hbs_obj = NULL, *hash_map = NULL,
-             *cache = NULL, *null_block = NULL, *hashes = NULL,
-             *computed = NULL, *hit = NULL, *key_fn;
-    unsigned char suffix_stack[8][4];
-    unsigned char (*suffix)[4] = suffix_stack;
-    int64_t log_idx_stack[LOG_STACK_SLOTS];
-    PyObject *log_blocks_stack[LOG_STACK_SLOTS];
-    probe_ctx c;
-    pc_hit_result r;
+    Py_XDECREF(v->bs_obj);
+    Py_XDECREF(v->hbs_obj);
+    Py_XDECREF(v->hash_map);
+    Py_XDECREF(v->cache);
+    Py_XDECREF(v->null_block);
+    Py_XDECREF(v->resolved);
+}
 
-    c.log_len = 0;
-    c.log_on_heap = 0;
-    c.key = NULL;
-    c.ngroups = 1;
+/* An exact int into *out, else delegate; -1 (an exception) only on error. */
+#define TAKE_INT(obj, low, high, out) \
+    do { if (!exact_int((obj), (low), (high), (out))) { return FAST_DELEGATE; } } while (0)
 
-    /* Arguments vLLM asserts on or that the search does not model go to
-     * the Python lookup, which sends them on to vLLM's own method. */
-    if (!self->pool_read
-        || !PyObject_TypeCheck(a[A_SPEC], (PyTypeObject *)self->spec_type)
-        || !exact_int(a[A_MAX_LENGTH], 0, INT64_MAX, &max_length)
-        || !exact_int(a[A_ALIGNMENT], 1, INT64_MAX, &alignment)
-        || (a[A_DCP] != NULL && !(exact_int(a[A_DCP], 1, 1, &ws)))
-        || (a[A_PCP] != NULL && !(exact_int(a[A_PCP], 1, 1, &ws)))
-        || !PyList_CheckExact(a[A_GROUP_IDS])
-        || Py_TYPE(a[A_POOL]) != (PyTypeObject *)self->pool_type) {
+/* The arguments both lookups share, the pool and the hashes: FAST_DONE
+ * when the fast path applies (v filled, groups in c), FAST_DELEGATE or
+ * FAST_ERROR (an exception set) otherwise. v must be zeroed by the caller
+ * and released whatever this returns. */
+static int
+read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
+{
+    PyObject *key_fn;
+    Py_ssize_t len;
+    int own;
+
+    if (!self->pool_read || !spec_matches(self, a[A_SPEC])
+        || Py_TYPE(a[A_POOL]) != (PyTypeObject *)self->pool_type
+        || !PyList_CheckExact(a[A_GROUP_IDS])) {
         return FAST_DELEGATE;
     }
-    ngroups = PyList_GET_SIZE(a[A_GROUP_IDS]);
-    if (ngroups < 1) {
-        return FAST_DELEGATE;
+    TAKE_INT(a[A_MAX_LENGTH], 0, PC_MAX_BLOCKS, &v->max_length);
+    TAKE_INT(a[A_ALIGNMENT], 1, PC_MAX_BLOCKS, &v->alignment);
+    own = pool_probe_groups(c, a[A_GROUP_IDS]);
+    if (own <= 0) {
+        return own < 0 ? FAST_ERROR : FAST_DELEGATE;
     }
-    if (ngroups > 8) {
-        suffix = PyMem_Malloc((size_t)ngroups * 4);
-        if (suffix == NULL) {
-            PyErr_NoMemory();
-            return FAST_ERROR;
-        }
+    v->eagle = PyObject_IsTrue(a[A_EAGLE]);
+    if (v->eagle < 0) {
+        return FAST_ERROR;
     }
-    for (g = 0; g < ngroups; g++) {
-        if (!exact_int(PyList_GET_ITEM(a[A_GROUP_IDS], g), 0, 0xFFFFFFFFLL, &gid)) {
-            status = FAST_DELEGATE;
-            goto done;
-        }
-        suffix[g][0] = (unsigned char)(gid >> 24);
-        suffix[g][1] = (unsigned char)(gid >> 16);
-        suffix[g][2] = (unsigned char)(gid >> 8);
-        suffix[g][3] = (unsigned char)gid;
+    v->bs_obj = PyObject_GetAttr(a[A_SPEC], s_block_size);
+    if (v->bs_obj == NULL) {
+        return FAST_ERROR;
     }
-    eagle = PyObject_IsTrue(a[A_EAGLE]);
-    if (eagle < 0) {
-        goto done;
-    }
-    bs_obj = PyObject_GetAttr(a[A_SPEC], s_block_size);
-    sw_obj = bs_obj == NULL ? NULL : PyObject_GetAttr(a[A_SPEC], s_sliding_window);
-    if (sw_obj == NULL) {
-        goto done;
-    }
-    if (!exact_int(bs_obj, 1, INT64_MAX, &block_size)
-        || !exact_int(sw_obj, -WINDOW_LIMIT, WINDOW_LIMIT, &sliding_window)) {
-        status = FAST_DELEGATE;
-        goto done;
-    }
+    TAKE_INT(v->bs_obj, 1, PC_MAX_BLOCKS, &v->block_size);
     /* The pool: vLLM's own probe, on vLLM's own hash map, unpatched. */
     key_fn = PyDict_GetItemWithError(self->key_scope, s_make_key); /* borrowed */
     if (key_fn != self->key_fn) {
-        status = PyErr_Occurred() ? FAST_ERROR : FAST_DELEGATE;
-        goto done;
+        return PyErr_Occurred() ? FAST_ERROR : FAST_DELEGATE;
     }
     own = resolves_to(a[A_POOL], s_get_cached_block, self->probe_fn);
     if (own <= 0) {
-        status = own < 0 ? FAST_ERROR : FAST_DELEGATE;
-        goto done;
+        return own < 0 ? FAST_ERROR : FAST_DELEGATE;
     }
-    hash_map = PyObject_GetAttr(a[A_POOL], s_cached_block_hash_to_block);
-    if (hash_map == NULL) {
-        goto done;
+    v->hash_map = PyObject_GetAttr(a[A_POOL], s_cached_block_hash_to_block);
+    if (v->hash_map == NULL) {
+        return FAST_ERROR;
     }
-    if (Py_TYPE(hash_map) != (PyTypeObject *)self->map_type) {
-        status = FAST_DELEGATE;
-        goto done;
+    if (Py_TYPE(v->hash_map) != (PyTypeObject *)self->map_type) {
+        return FAST_DELEGATE;
     }
-    own = resolves_to(hash_map, s_get_one_block, self->read_fn);
+    own = resolves_to(v->hash_map, s_get_one_block, self->read_fn);
     if (own <= 0) {
-        status = own < 0 ? FAST_ERROR : FAST_DELEGATE;
-        goto done;
+        return own < 0 ? FAST_ERROR : FAST_DELEGATE;
     }
-    cache = PyObject_GetAttr(hash_map, s_cache);
-    if (cache == NULL) {
-        goto done;
+    v->cache = PyObject_GetAttr(v->hash_map, s_cache);
+    if (v->cache == NULL) {
+        return FAST_ERROR;
     }
-    if (!PyDict_CheckExact(cache)) {
-        status = FAST_DELEGATE;
-        goto done;
+    if (!PyDict_CheckExact(v->cache)) {
+        return FAST_DELEGATE;
     }
-    null_block = PyObject_GetAttr(a[A_POOL], s_null_block);
-    hbs_obj = null_block == NULL ? NULL : PyObject_GetAttr(a[A_POOL], s_hash_block_size);
-    if (hbs_obj == NULL) {
-        goto done;
+    v->null_block = PyObject_GetAttr(a[A_POOL], s_null_block);
+    v->hbs_obj = v->null_block == NULL ? NULL : PyObject_GetAttr(a[A_POOL], s_hash_block_size);
+    if (v->hbs_obj == NULL) {
+        return FAST_ERROR;
     }
-    if (!exact_int(hbs_obj, 1, INT64_MAX, &hash_block_size)) {
-        status = FAST_DELEGATE;
-        goto done;
-    }
+    TAKE_INT(v->hbs_obj, 1, PC_MAX_BLOCKS, &v->hash_block_size);
     /* resolve_block_hashes: its first line returns the list itself. */
-    if (hash_block_size == block_size) {
-        hashes = a[A_HASHES];
-        Py_INCREF(hashes);
+    if (v->hash_block_size == v->block_size) {
+        v->resolved = Py_NewRef(a[A_HASHES]);
     } else {
-        PyObject *call[5] = {a[A_CLS], a[A_HASHES], hbs_obj, bs_obj, a[A_ALIGNMENT]};
-        hashes = PyObject_Vectorcall(self->resolve, call, 5, NULL);
-        if (hashes == NULL) {
-            goto done;
+        PyObject *call[5] = {a[A_CLS], a[A_HASHES], v->hbs_obj, v->bs_obj, a[A_ALIGNMENT]};
+        v->resolved = PyObject_Vectorcall(self->resolve, call, 5, NULL);
+        if (v->resolved == NULL) {
+            return FAST_ERROR;
         }
     }
-    n = max_length / block_size;
-    if (PyList_CheckExact(hashes)) {
-        len = PyList_GET_SIZE(hashes);
+    /* vLLM's block-size view over a list is read in that list directly. */
+    v->base = v->resolved;
+    v->base_stride = 1;
+    if (self->view_type != Py_None && Py_TYPE(v->resolved) == (PyTypeObject *)self->view_type) {
+        PyObject *inner = PyObject_GetAttr(v->resolved, s_view_hashes);
+        PyObject *scale = inner == NULL ? NULL : PyObject_GetAttr(v->resolved, s_view_scale);
+        int64_t stride;
+        int ok = scale != NULL && PyList_CheckExact(inner)
+                 && exact_int(scale, 1, PC_MAX_BLOCKS, &stride);
+        Py_XDECREF(scale);
+        Py_XDECREF(inner); /* resolved keeps its list alive */
+        if (PyErr_Occurred()) {
+            return FAST_ERROR;
+        }
+        if (ok) {
+            v->base = inner;
+            v->base_stride = stride;
+        }
+    }
+    if (PyList_CheckExact(v->base)) {
+        len = PyList_GET_SIZE(v->base) / (Py_ssize_t)v->base_stride;
     } else {
-        len = PySequence_Size(hashes);
+        len = PySequence_Size(v->base);
         if (len < 0) {
             PyErr_Clear();
-            status = FAST_DELEGATE;
-            goto done;
+            return FAST_DELEGATE;
         }
     }
-    if (n > PC_MAX_BLOCKS || len < n) {
-        status = FAST_DELEGATE; /* vLLM's own method says what is wrong */
-        goto done;
-    }
-    /* SlidingWindowManager._contiguous_blocks_for_hit, and the search's
-     * clamp of need to at least 1; the alignment gate as a period. */
-    need = ceil_div(sliding_window - 1, block_size) + (eagle ? 1 : 0);
-    if (need < 1) {
-        need = 1;
-    }
-    period = alignment / gcd64(alignment, block_size);
+    v->resolved_len = len;
+    c->hashes = v->base;
+    c->hashes_is_list = PyList_CheckExact(v->base);
+    c->cache = v->cache;
+    c->block_type = self->block_type;
+    c->hash_map = v->hash_map;
+    c->read_fn = self->read_fn;
+    c->status = PROBE_OK;
+    return FAST_DONE;
+}
 
-    c.hashes = hashes;
-    c.hashes_is_list = PyList_CheckExact(hashes);
-    c.cache = cache;
-    c.block_type = self->block_type;
-    c.hash_map = hash_map;
-    c.read_fn = self->read_fn;
-    c.ngroups = ngroups;
-    c.suffix = suffix;
-    c.n = n;
-    c.status = PROBE_OK;
-    c.log_idx = log_idx_stack;
-    c.log_blocks = log_blocks_stack;
-    c.log_cap = LOG_STACK_SLOTS / ngroups;
-    if (c.log_cap < 1) {
-        /* More groups than stack slots: start on the heap. */
-        c.log_cap = 1;
-        c.log_idx = PyMem_Malloc(sizeof(int64_t));
-        c.log_blocks = PyMem_Malloc((size_t)ngroups * sizeof(PyObject *));
-        c.log_on_heap = 1;
-        if (c.log_idx == NULL || c.log_blocks == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
+/* vLLM's value: (tuple of the groups' answer lists, hit tokens). */
+static PyObject *
+answer(pool_probe *c, PyObject *null_block, int64_t first_real, int64_t end, int64_t tail,
+       int64_t hit_tokens)
+{
+    PyObject *computed, *hit, *result;
+    Py_ssize_t g;
 
-    reading_input = 0; /* from here on, a failure is ours */
-    find_hit_probe(probe, &c, n, need, period, eagle, &r); /* the proved search */
-
-    if (c.status == PROBE_UNSUPPORTED) {
-        status = FAST_DELEGATE;
-        goto done;
-    }
-    if (c.status == PROBE_ERROR) {
-        goto done;
-    }
-    if (!(0 <= r.first_real && r.first_real <= r.length && r.length <= n)) {
-        PyErr_SetString(PyExc_RuntimeError, "find_hit_probe answered outside [0, n]");
-        goto done;
-    }
-    computed = PyTuple_New(ngroups);
+    computed = PyTuple_New(c->ngroups);
     if (computed == NULL) {
-        goto done;
+        return NULL;
     }
-    for (g = 0; g < ngroups; g++) {
-        PyObject *list = group_list(&c, g, null_block, r.first_real, r.length);
+    for (g = 0; g < c->ngroups; g++) {
+        PyObject *list = pool_answer_list(c, g, null_block, first_real, end, tail);
         if (list == NULL) {
-            goto done;
+            Py_DECREF(computed);
+            return NULL;
         }
         PyTuple_SET_ITEM(computed, g, list);
     }
-    hit = PyLong_FromLongLong((long long)(r.length * block_size));
+    hit = PyLong_FromLongLong((long long)hit_tokens);
     if (hit == NULL) {
-        goto done;
+        Py_DECREF(computed);
+        return NULL;
     }
-    *result = PyTuple_Pack(2, computed, hit);
-    if (*result != NULL) {
-        status = FAST_DONE;
-    }
+    result = PyTuple_Pack(2, computed, hit);
+    Py_DECREF(computed);
+    Py_DECREF(hit);
+    return result;
+}
 
-done:
-    /* A failure while reading the arguments (a truth test, resolve's assert
-     * on block sizes vLLM rejects, ...) is the input's: the Python lookup
-     * reads them again the same way and raises what vLLM raises, without
-     * telling on_error. BaseExceptions (KeyboardInterrupt) propagate. */
-    if (status == FAST_ERROR && reading_input && PyErr_ExceptionMatches(PyExc_Exception)) {
+/* SlidingWindowManager.find_longest_cache_hit by find_hit_probe. */
+static int
+sliding_window_lookup(PyObject **a, call_view *v, pool_probe *c, PyObject **result)
+{
+    PyObject *sw_obj;
+    int64_t ws, sliding_window, n, need, period;
+    pc_hit_result r;
+
+    if ((a[A_DCP] != NULL && !exact_int(a[A_DCP], 1, 1, &ws))
+        || (a[A_PCP] != NULL && !exact_int(a[A_PCP], 1, 1, &ws))) {
+        return FAST_DELEGATE;
+    }
+    sw_obj = PyObject_GetAttr(a[A_SPEC], s_sliding_window);
+    if (sw_obj == NULL) {
+        return FAST_ERROR;
+    }
+    ws = exact_int(sw_obj, -WINDOW_LIMIT, WINDOW_LIMIT, &sliding_window);
+    Py_DECREF(sw_obj);
+    if (!ws) {
+        return FAST_DELEGATE;
+    }
+    n = v->max_length / v->block_size;
+    if (v->resolved_len < n) {
+        return FAST_DELEGATE; /* vLLM's own method says what is wrong */
+    }
+    /* SlidingWindowManager._contiguous_blocks_for_hit, and the search's
+     * clamp of need to at least 1; the alignment gate as a period. */
+    need = ceil_div(sliding_window - 1, v->block_size) + (v->eagle ? 1 : 0);
+    if (need < 1) {
+        need = 1;
+    }
+    period = v->alignment / gcd64(v->alignment, v->block_size);
+    c->n = n;
+    c->stride = v->base_stride;
+
+    find_hit_probe(pool_probe_block, c, n, need, period, v->eagle, &r); /* proved */
+
+    if (c->status != PROBE_OK) {
+        return c->status == PROBE_UNSUPPORTED ? FAST_DELEGATE : FAST_ERROR;
+    }
+    if (!(0 <= r.first_real && r.first_real <= r.length && r.length <= n)) {
+        PyErr_SetString(PyExc_RuntimeError, "find_hit_probe answered outside [0, n]");
+        return FAST_ERROR;
+    }
+    *result = answer(c, v->null_block, r.first_real, r.length, -1, r.length * v->block_size);
+    return *result == NULL ? FAST_ERROR : FAST_DONE;
+}
+
+/* FullAttentionManager.find_longest_cache_hit by full_hit_probe. vLLM's
+ * fine-grained mode reads the resolved hashes through a block-size view
+ * (BlockHashListWithBlockSize(resolved, alignment, block_size)): block i is
+ * resolved[(i + 1) * scale - 1], fine index j is resolved[j]. */
+static int
+full_attention_lookup(PyObject **a, call_view *v, pool_probe *c, PyObject **result)
+{
+    int64_t ws, scale = 1, n_cached, n_fine = 0, end, tail;
+    fa_hit_result r;
+
+    if (a[A_DCP] != NULL && !exact_int(a[A_DCP], 1, 1, &ws)) {
+        return FAST_DELEGATE; /* vLLM scales block_size by DCP: not modelled */
+    }
+    if (v->alignment < v->block_size && v->block_size % v->alignment == 0) {
+        scale = v->block_size / v->alignment;
+        n_fine = v->resolved_len;
+    }
+    n_cached = v->resolved_len / scale;
+    c->n = n_cached < v->max_length / v->block_size ? n_cached : v->max_length / v->block_size;
+    c->stride = v->base_stride * scale;
+    c->n_fine = n_fine;
+    c->fine_stride = v->base_stride;
+
+    full_hit_probe(pool_probe_block, pool_probe_fine, c, n_cached, n_fine, v->max_length,
+                   v->block_size, v->alignment, v->eagle, &r); /* proved */
+
+    if (c->status != PROBE_OK) {
+        return c->status == PROBE_UNSUPPORTED ? FAST_DELEGATE : FAST_ERROR;
+    }
+    if (!(0 <= r.num_blocks && r.num_blocks <= r.prefix + (r.tail >= 0 ? 1 : 0)
+          && r.prefix <= c->n && r.hit_tokens >= 0)) {
+        PyErr_SetString(PyExc_RuntimeError, "full_hit_probe answered outside its range");
+        return FAST_ERROR;
+    }
+    end = r.num_blocks < r.prefix ? r.num_blocks : r.prefix;
+    tail = r.num_blocks > r.prefix ? r.tail : -1;
+    *result = answer(c, v->null_block, 0, end, tail, r.hit_tokens);
+    return *result == NULL ? FAST_ERROR : FAST_DONE;
+}
+
+/* The fast path: FAST_DONE with *result set, FAST_DELEGATE when the input
+ * is outside what it models (no exception set), FAST_ERROR with an
+ * exception set. */
+static int
+fast_lookup(Lookup *self, PyObject **a, PyObject **result)
+{
+    call_view v;
+    pool_probe c;
+    int status;
+
+    memset(&v, 0, sizeof(v));
+    pool_probe_init(&c);
+    status = read_call(self, a, &v, &c);
+    if (status == FAST_ERROR && PyErr_ExceptionMatches(PyExc_Exception)) {
+        /* A failure while reading the arguments (a truth test,
+         * resolve_block_hashes' assert on block sizes vLLM rejects, ...) is
+         * the input's: ``fallback`` reads them again the same way and
+         * raises what vLLM raises, without telling on_error. */
         PyErr_Clear();
         status = FAST_DELEGATE;
     }
-    log_release(&c);
-    Py_XDECREF(c.key);
-    if (suffix != suffix_stack) {
-        PyMem_Free(suffix);
+    if (status == FAST_DONE) {
+        status = self->kind == KIND_FULL_ATTENTION
+                     ? full_attention_lookup(a, &v, &c, result)
+                     : sliding_window_lookup(a, &v, &c, result);
     }
-    Py_XDECREF(hit);
-    Py_XDECREF(computed);
-    Py_XDECREF(hashes);
-    Py_XDECREF(hbs_obj);
-    Py_XDECREF(null_block);
-    Py_XDECREF(cache);
-    Py_XDECREF(hash_map);
-    Py_XDECREF(sw_obj);
-    Py_XDECREF(bs_obj);
+    pool_probe_release(&c);
+    view_release(&v);
     return status;
 }
 
 static PyObject *
-swa_lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    SwaLookup *self = (SwaLookup *)callable;
+    Lookup *self = (Lookup *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *slots[A_COUNT];
     PyObject *result = NULL;
@@ -782,7 +574,7 @@ swa_lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, 
 }
 
 static int
-swa_lookup_traverse(SwaLookup *self, visitproc visit, void *arg)
+lookup_traverse(Lookup *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->fallback);
     Py_VISIT(self->original);
@@ -796,11 +588,12 @@ swa_lookup_traverse(SwaLookup *self, visitproc visit, void *arg)
     Py_VISIT(self->read_fn);
     Py_VISIT(self->key_fn);
     Py_VISIT(self->key_scope);
+    Py_VISIT(self->view_type);
     return 0;
 }
 
 static int
-swa_lookup_clear(SwaLookup *self)
+lookup_clear(Lookup *self)
 {
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->original);
@@ -814,44 +607,46 @@ swa_lookup_clear(SwaLookup *self)
     Py_CLEAR(self->read_fn);
     Py_CLEAR(self->key_fn);
     Py_CLEAR(self->key_scope);
+    Py_CLEAR(self->view_type);
     return 0;
 }
 
 static void
-swa_lookup_dealloc(SwaLookup *self)
+lookup_dealloc(Lookup *self)
 {
     PyObject_GC_UnTrack(self);
-    swa_lookup_clear(self);
+    lookup_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyMemberDef swa_lookup_members[] = {
-    {"calls", T_ULONGLONG, offsetof(SwaLookup, calls), 0, "every call"},
-    {"native", T_ULONGLONG, offsetof(SwaLookup, native), 0,
+static PyMemberDef lookup_members[] = {
+    {"calls", T_ULONGLONG, offsetof(Lookup, calls), 0, "every call"},
+    {"native", T_ULONGLONG, offsetof(Lookup, native), 0,
      "calls answered here by the proved search"},
-    {"delegated", T_ULONGLONG, offsetof(SwaLookup, delegated), 0,
+    {"delegated", T_ULONGLONG, offsetof(Lookup, delegated), 0,
      "calls handed to the Python lookup (inputs the fast path does not model)"},
-    {"fallback", T_OBJECT, offsetof(SwaLookup, fallback), READONLY, "the Python lookup"},
-    {"original", T_OBJECT, offsetof(SwaLookup, original), READONLY, "vLLM's own method"},
+    {"fallback", T_OBJECT, offsetof(Lookup, fallback), READONLY, "the Python lookup"},
+    {"original", T_OBJECT, offsetof(Lookup, original), READONLY, "vLLM's own method"},
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject SwaLookupType = {
+static PyTypeObject LookupType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "extracted_c._hotpath.SwaLookup",
+    .tp_name = "extracted_c._hotpath.Lookup",
     .tp_doc = PyDoc_STR(
-        "SlidingWindowManager.find_longest_cache_hit(cls, block_hashes, max_length, "
-        "kv_cache_group_ids, block_pool, kv_cache_spec, drop_eagle_block, "
-        "alignment_tokens, dcp_world_size=1, pcp_world_size=1), answered by the "
-        "proved stride search (find_hit_probe) in one call; made by new_lookup()."),
-    .tp_basicsize = sizeof(SwaLookup),
+        "find_longest_cache_hit(cls, block_hashes, max_length, kv_cache_group_ids, "
+        "block_pool, kv_cache_spec, drop_eagle_block, alignment_tokens, "
+        "dcp_world_size=1, pcp_world_size=1) of vLLM's SlidingWindowManager "
+        "(find_hit_probe) or FullAttentionManager (full_hit_probe), answered by the "
+        "proved search in one call; made by new_lookup()."),
+    .tp_basicsize = sizeof(Lookup),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(SwaLookup, vectorcall),
+    .tp_vectorcall_offset = offsetof(Lookup, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_traverse = (traverseproc)swa_lookup_traverse,
-    .tp_clear = (inquiry)swa_lookup_clear,
-    .tp_dealloc = (destructor)swa_lookup_dealloc,
-    .tp_members = swa_lookup_members,
+    .tp_traverse = (traverseproc)lookup_traverse,
+    .tp_clear = (inquiry)lookup_clear,
+    .tp_dealloc = (destructor)lookup_dealloc,
+    .tp_members = lookup_members,
 };
 
 static PyObject *
@@ -860,17 +655,20 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {
         "fallback", "original", "on_error", "resolve", "spec_type", "pool_type",
         "map_type", "block_type", "probe_fn", "read_fn", "key_fn", "key_scope",
-        "pool_read", NULL,
+        "pool_read", "kind", "view_type", NULL,
     };
     PyObject *o[12];
-    int pool_read;
+    PyObject *view_type = Py_None;
+    const char *kind_name = "sliding_window";
+    int pool_read, kind;
     int k;
-    SwaLookup *self;
+    Lookup *self;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp:new_lookup", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp|$sO:new_lookup", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                                     &o[7], &o[8], &o[9], &o[10], &o[11], &pool_read)) {
+                                     &o[7], &o[8], &o[9], &o[10], &o[11], &pool_read,
+                                     &kind_name, &view_type)) {
         return NULL;
     }
     for (k = 0; k < 4; k++) {
@@ -879,7 +677,19 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
                                 Py_TYPE(o[k])->tp_name);
         }
     }
-    for (k = 4; k < 8; k++) {
+    if (PyTuple_Check(o[4]) && PyTuple_GET_SIZE(o[4]) > 0) {
+        for (k = 0; k < PyTuple_GET_SIZE(o[4]); k++) {
+            if (!PyType_Check(PyTuple_GET_ITEM(o[4], k))) {
+                return PyErr_Format(PyExc_TypeError,
+                                    "spec_type must be a class or a tuple of classes, got %s",
+                                    Py_TYPE(PyTuple_GET_ITEM(o[4], k))->tp_name);
+            }
+        }
+    } else if (!PyType_Check(o[4])) {
+        return PyErr_Format(PyExc_TypeError, "spec_type must be a class, got %s",
+                            Py_TYPE(o[4])->tp_name);
+    }
+    for (k = 5; k < 8; k++) {
         if (!PyType_Check(o[k])) {
             return PyErr_Format(PyExc_TypeError, "%s must be a class, got %s", kwlist[k],
                                 Py_TYPE(o[k])->tp_name);
@@ -889,11 +699,24 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_TypeError, "key_scope must be a dict, got %s",
                             Py_TYPE(o[11])->tp_name);
     }
-    self = PyObject_GC_New(SwaLookup, &SwaLookupType);
+    if (strcmp(kind_name, "sliding_window") == 0) {
+        kind = KIND_SLIDING_WINDOW;
+    } else if (strcmp(kind_name, "full_attention") == 0) {
+        kind = KIND_FULL_ATTENTION;
+    } else {
+        return PyErr_Format(PyExc_ValueError,
+                            "kind must be 'sliding_window' or 'full_attention', got '%s'",
+                            kind_name);
+    }
+    if (view_type != Py_None && !PyType_Check(view_type)) {
+        return PyErr_Format(PyExc_TypeError, "view_type must be a class or None, got %s",
+                            Py_TYPE(view_type)->tp_name);
+    }
+    self = PyObject_GC_New(Lookup, &LookupType);
     if (self == NULL) {
         return NULL;
     }
-    self->vectorcall = swa_lookup_vectorcall;
+    self->vectorcall = lookup_vectorcall;
     self->fallback = Py_NewRef(o[0]);
     self->original = Py_NewRef(o[1]);
     self->on_error = Py_NewRef(o[2]);
@@ -906,7 +729,9 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     self->read_fn = Py_NewRef(o[9]);
     self->key_fn = Py_NewRef(o[10]);
     self->key_scope = Py_NewRef(o[11]);
+    self->view_type = Py_NewRef(view_type);
     self->pool_read = pool_read;
+    self->kind = kind;
     self->calls = self->native = self->delegated = 0;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -923,11 +748,11 @@ totals(PyObject *module, PyObject *unused)
 static PyMethodDef hotpath_methods[] = {
     {"totals", totals, METH_NOARGS,
      PyDoc_STR("totals() -> {'native': n, 'delegated': n}: lookups answered in C "
-               "and handed to the Python lookup by every SwaLookup of this process")},
+               "and handed to the Python lookup by every Lookup of this process")},
     {"new_lookup", (PyCFunction)(void (*)(void))new_lookup, METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("new_lookup(fallback, original, on_error, resolve, spec_type, pool_type, "
                "map_type, block_type, probe_fn, read_fn, key_fn, key_scope, pool_read) "
-               "-> SwaLookup (see vllm_adapter/swa_lookup.py)")},
+               "-> Lookup (see vllm_adapter/swa_lookup.py)")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -954,6 +779,8 @@ intern_names(void)
         {&s_get_cached_block, "get_cached_block"},
         {&s_get_one_block, "get_one_block"},
         {&s_make_key, "make_block_hash_with_group_id"},
+        {&s_view_hashes, "block_hashes"},
+        {&s_view_scale, "scale_factor"},
     };
     size_t k;
     int j;
@@ -978,16 +805,16 @@ PyInit__hotpath(void)
 {
     PyObject *m;
 
-    if (intern_names() < 0 || PyType_Ready(&SwaLookupType) < 0) {
+    if (intern_names() < 0 || PyType_Ready(&LookupType) < 0) {
         return NULL;
     }
     m = PyModule_Create(&hotpath_module);
     if (m == NULL) {
         return NULL;
     }
-    Py_INCREF(&SwaLookupType);
-    if (PyModule_AddObject(m, "SwaLookup", (PyObject *)&SwaLookupType) < 0) {
-        Py_DECREF(&SwaLookupType);
+    Py_INCREF(&LookupType);
+    if (PyModule_AddObject(m, "Lookup", (PyObject *)&LookupType) < 0) {
+        Py_DECREF(&LookupType);
         Py_DECREF(m);
         return NULL;
     }

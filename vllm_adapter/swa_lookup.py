@@ -192,6 +192,7 @@ def make_lookup(
     ``OneGroupMask`` and the extension reproduce.
     """
     from vllm.v1.core import block_pool as block_pool_module
+    from vllm.v1.core.kv_cache_utils import BlockHashListWithBlockSize
     from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
     pool_type = block_pool_module.BlockPool
@@ -375,6 +376,7 @@ def make_lookup(
         key_fn=key_fn,
         key_scope=vars(block_pool_module),
         pool_read=pool_read,
+        view_type=BlockHashListWithBlockSize,
     )
 
 

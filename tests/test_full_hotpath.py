@@ -1,0 +1,221 @@
+"""The native full-attention lookup (issue #12 item 2) against vLLM's own
+``FullAttentionManager.find_longest_cache_hit`` on a real ``BlockPool``.
+
+With the plugin installed (native core), ``FullAttentionManager.
+find_longest_cache_hit`` is the extension's ``Lookup`` of kind
+``full_attention``: the proved ``full_hit_probe`` with the pool probe and
+vLLM's lists in C. Every answer must be vLLM's: the same token count and,
+per group, the very same block objects, with the path asserted taken (the
+extension answered, nothing delegated). The pools are the ones
+tests/test_full_attention.py builds (``Case``: coarse blocks under the
+block-size view's hashes, fine partial tails under the raw hashes, 1-3
+groups, fine-grained and plain, EAGLE, alignment other than the block).
+
+Also: subclasses that inherit the method (``RSWAManager``) are served the
+same way; inputs the extension does not model (DCP > 1, a patched probe)
+get vLLM's own answer through vLLM's own method; the python core leaves
+vLLM's full-attention lookup alone; no reference leaks.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from conftest import CASE_COUNTS  # noqa: E402
+from test_full_attention import (  # noqa: E402
+    EXHAUSTIVE_CONFIGS,
+    ORIGINAL_FULL_LOOKUP,
+    Case,
+    full_block_masks,
+    random_combined,
+    random_config,
+    view_scale,
+)
+from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
+    FullAttentionManager,
+    RSWAManager,
+)
+from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
+    assert_same_answer,
+    count_native,
+    unpatched,
+)
+
+import vllm_adapter  # noqa: E402
+from vllm_adapter import Mode  # noqa: E402
+
+VLLM = ORIGINAL_FULL_LOOKUP.__get__(None, FullAttentionManager)
+# Smaller counts for the sanitizer run (make ffi-test-asan).
+QUICK = os.environ.get("PREFIX_CACHE_GLUE_QUICK") == "1"
+
+
+def _args(case: Case, max_length: int, eagle: bool) -> dict:
+    return dict(
+        block_hashes=list(case.hashes),
+        max_length=max_length,
+        kv_cache_group_ids=list(case.group_ids),
+        block_pool=case.cache.block_pool,
+        kv_cache_spec=case.spec,
+        drop_eagle_block=eagle,
+        alignment_tokens=case.alignment_tokens,
+    )
+
+
+@pytest.fixture
+def native(monkeypatch) -> None:
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
+    assert vllm_adapter.install(Mode.ON)
+    status = vllm_adapter.status()
+    assert status["backend"] == "native"
+    assert status["full_attention"]["installed"], status["full_attention"]
+    assert "find_longest_cache_hit" in FullAttentionManager.__dict__
+    assert FullAttentionManager.__dict__["find_longest_cache_hit"] is not ORIGINAL_FULL_LOOKUP
+
+
+def _same(case: Case, max_length: int, eagle: bool, manager: type = FullAttentionManager) -> None:
+    args = _args(case, max_length, eagle)
+    ours = manager.find_longest_cache_hit(**args)
+    theirs = ORIGINAL_FULL_LOOKUP.__get__(None, manager)(**args)
+    assert_same_answer(ours, theirs, (case.block_size, case.hash_block_size,
+                                      case.alignment_tokens, case.cached, case.fine,
+                                      max_length, eagle))
+
+
+def test_exhaustive_small_answered_in_c(native) -> None:
+    """Every config of test_full_attention's exhaustive list, every mask of
+    up to 5 full blocks and every interior mask, max_length up to one block
+    past the hashes, EAGLE on and off: vLLM's answer, answered in C."""
+    count = 0
+    with count_native() as path:
+        for block_size, hash_block_size, alignment, _ in EXHAUSTIVE_CONFIGS:
+            s = view_scale(block_size, hash_block_size, alignment)
+            fine = alignment < block_size and block_size % alignment == 0
+            interiors = ([tuple(bool(b >> k & 1) for k in range(s - 1)) for b in range(2 ** (s - 1))]
+                         if fine else [(True,) * (s - 1)])
+            for nblocks in range(4 if QUICK else 6):
+                for bits in full_block_masks(nblocks):
+                    for interior in interiors[:16]:
+                        mask: list[bool] = []
+                        for b in list(bits) + [None]:
+                            mask.extend(interior)
+                            if b is not None:
+                                mask.append(b)
+                        mask = mask[: nblocks * s + (s - 1)]
+                        case = Case({0: mask}, block_size, hash_block_size, alignment)
+                        for max_length in range(0, (nblocks + 1) * block_size + 2):
+                            for eagle in (False, True):
+                                _same(case, max_length, eagle)
+                                count += 1
+    assert path["native"] == count and path["delegated"] == 0, (path, count)
+    CASE_COUNTS["full attention, native vs vLLM, exhaustive"] += count
+
+
+def test_random_answered_in_c(native) -> None:
+    """Random pools up to 2,000 hashes, 1-3 groups (a hash in only some
+    groups is a miss), fine-grained scales 2-16, plain, coarser and odd
+    alignments, EAGLE."""
+    rng = random.Random(20261201)
+    count = 0
+    with count_native() as path:
+        for trial in range(100 if QUICK else 400):
+            bs, hbs, align = random_config(rng)
+            s = view_scale(bs, hbs, align)
+            length = rng.randrange(0, (2000 if trial % 4 == 0 else 80) + 1)
+            combined = random_combined(rng, length, s)
+            groups = sorted(rng.sample(range(4), rng.randint(1, 3)))
+            masks: dict[int, list[bool]] = {g: [] for g in groups}
+            for hit in combined:
+                present = set(groups) if hit else {g for g in groups if rng.random() < 0.5}
+                if not hit and present == set(groups):
+                    present.discard(groups[0])
+                for g in groups:
+                    masks[g].append(g in present)
+            case = Case(masks, bs, hbs, align, salt=trial.to_bytes(4, "big"))
+            tokens = length * hbs
+            for _ in range(4):
+                max_length = rng.choice(
+                    (tokens, tokens + bs, max(tokens - 1, 0), rng.randrange(tokens + 2 * bs + 1))
+                )
+                _same(case, max_length, rng.random() < 0.5)
+                count += 1
+    assert path["native"] == count and path["delegated"] == 0, (path, count)
+    CASE_COUNTS["full attention, native vs vLLM, random"] += count
+
+
+def test_inherited_by_subclasses(native) -> None:
+    """RSWAManager inherits vLLM's method; ours serves it the same way."""
+    assert "find_longest_cache_hit" not in RSWAManager.__dict__
+    case = Case({0: [True] * 12 + [False] + [True] * 3}, 4, 2, 2)
+    with count_native() as path:
+        for max_length in range(0, 40, 3):
+            _same(case, max_length, max_length % 2 == 0, manager=RSWAManager)
+    assert path["native"] > 0 and path["delegated"] == 0
+
+
+def test_unmodelled_inputs_get_vllms_own_answer(native) -> None:
+    """DCP > 1 (vLLM scales the block size) and a patched probe go to
+    vLLM's own method: the same answer, nothing answered in C."""
+    case = Case({0: [True] * 16, 1: [True] * 10 + [False] * 6}, 4, 4, 4)
+    args = _args(case, 64, False)
+    with count_native() as path:
+        ours = FullAttentionManager.find_longest_cache_hit(**dict(args, dcp_world_size=2))
+    assert_same_answer(ours, VLLM(**dict(args, dcp_world_size=2)), "dcp 2")
+    assert path == {"native": 0, "delegated": 1}, path
+    pool = case.cache.block_pool
+    pool.get_cached_block = pool.get_cached_block  # an instance attribute shadows the class's
+    try:
+        with count_native() as path:
+            ours = FullAttentionManager.find_longest_cache_hit(**args)
+        assert_same_answer(ours, VLLM(**args), "patched probe")
+        assert path == {"native": 0, "delegated": 1}, path
+    finally:
+        del pool.get_cached_block
+
+
+def test_python_core_leaves_vllms_full_lookup(monkeypatch) -> None:
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "python")
+    assert vllm_adapter.install(Mode.ON)
+    assert FullAttentionManager.__dict__["find_longest_cache_hit"] is ORIGINAL_FULL_LOOKUP
+    assert not vllm_adapter.status()["full_attention"]["installed"]
+
+
+def test_shadow_compares_full_lookups(monkeypatch) -> None:
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
+    assert vllm_adapter.install(Mode.SHADOW)
+    before = vllm_adapter.stats()
+    compared, mismatches = before.shadow_compared, before.shadow_mismatches
+    case = Case({0: [True] * 20 + [False] * 4, 2: [True] * 24}, 8, 2, 2)
+    for max_length in range(0, 60, 5):
+        args = _args(case, max_length, max_length % 3 == 0)
+        assert_same_answer(FullAttentionManager.find_longest_cache_hit(**args), VLLM(**args), "")
+    assert vllm_adapter.stats().shadow_compared - compared == 12
+    assert vllm_adapter.stats().shadow_mismatches == mismatches
+
+
+def test_no_reference_leak(native) -> None:
+    """Many lookups (hits, partial tails, misses, several groups): every
+    planted block's and the null block's reference count unchanged."""
+    rng = random.Random(5)
+    cases = [
+        Case({0: [True] * 40}, 4, 2, 2),
+        Case({0: [True] * 30 + [False] * 10, 1: [True] * 40}, 8, 2, 2),
+        Case({0: [True] * 16}, 4, 4, 4),
+        Case({0: [rng.random() < 0.8 for _ in range(48)]}, 16, 4, 4),
+    ]
+    calls = [(case, rng.randrange(0, 200), rng.random() < 0.5) for case in cases for _ in range(8)]
+    for case, max_length, eagle in calls:  # warm up every path once
+        _same(case, max_length, eagle)
+    blocks = [b for case in cases for b in case.cache.planted.values()]
+    nulls = [case.cache.block_pool.null_block for case in cases]
+    before = [sys.getrefcount(b) for b in blocks + nulls]
+    for _ in range(200 if QUICK else 1000):
+        for case, max_length, eagle in calls:
+            FullAttentionManager.find_longest_cache_hit(**_args(case, max_length, eagle))
+    assert [sys.getrefcount(b) for b in blocks + nulls] == before
+    CASE_COUNTS["full attention, native lookups without a leak"] += (200 if QUICK else 1000) * len(calls)
