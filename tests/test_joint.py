@@ -316,10 +316,13 @@ def build_and_compare(
     num_hash: int,
     max_lengths: Sequence[int],
     rng: random.Random,
+    models: Sequence = (joint_lookup,),
 ) -> tuple[int, int]:
     """Build a real hybrid coordinator for ``specs`` ((block size, window or
     None, is_eagle_group)), plant ``masks``, run every max length through it
-    and through ``joint_lookup``; assert they agree. Returns (lookups, hits)."""
+    and through each of ``models`` (pyspec's ``joint_lookup`` by default;
+    the C ``joint_lookup`` has the same signature); assert they agree.
+    Returns (lookups, hits)."""
     sched = math.lcm(h, *(bs for bs, _, _ in specs))
     num_blocks = 1 + sum(sum(m) for m in masks)
     config = env.KVCacheConfig(
@@ -366,17 +369,18 @@ def build_and_compare(
     hits = 0
     for max_len in max_lengths:
         blocks, hit, uncached = coord.find_longest_cache_hit(fine, max_len)
-        ours = joint_lookup(groups, max_len, sched, h, num_hash)
-        ctx = f"specs={specs} use_eagle={use_eagle} h={h} nh={num_hash} max={max_len} masks={masks}: {ours}"
-        assert hit == ours.hit_length, f"{ctx}: vLLM {hit}"
-        assert uncached == ours.num_uncached_common_prefix_tokens, f"{ctx}: vLLM uncached {uncached}"
-        for gid, (got, want) in enumerate(zip(blocks, ours.groups)):
-            assert len(got) == want.length, f"{ctx}: group {gid} len {len(got)}"
-            for i, block in enumerate(got):
-                if i < want.first_real:
-                    assert block is null, f"{ctx}: group {gid} block {i} not null"
-                else:
-                    assert block is planted.get((i, gid)), f"{ctx}: group {gid} block {i}"
+        for model in models:
+            ours = model(groups, max_len, sched, h, num_hash)
+            ctx = f"specs={specs} use_eagle={use_eagle} h={h} nh={num_hash} max={max_len} masks={masks}: {ours}"
+            assert hit == ours.hit_length, f"{ctx}: vLLM {hit}"
+            assert uncached == ours.num_uncached_common_prefix_tokens, f"{ctx}: vLLM uncached {uncached}"
+            for gid, (got, want) in enumerate(zip(blocks, ours.groups)):
+                assert len(got) == want.length, f"{ctx}: group {gid} len {len(got)}"
+                for i, block in enumerate(got):
+                    if i < want.first_real:
+                        assert block is null, f"{ctx}: group {gid} block {i} not null"
+                    else:
+                        assert block is planted.get((i, gid)), f"{ctx}: group {gid} block {i}"
         hits += hit > 0
     return len(max_lengths), hits
 
@@ -439,10 +443,47 @@ def random_joint_scenario(rng: random.Random):  # type: ignore[no-untyped-def]
 
 
 def test_random_joint_lookup_matches_vllm(vllm_env) -> None:  # type: ignore[no-untyped-def]
-    rng = random.Random(20260712)
+    done = _random_joint_lookups(vllm_env, random.Random(20260712), CASES, (joint_lookup,))
+    CASE_COUNTS["joint vs vLLM HybridKVCacheCoordinator"] += done
+
+
+def test_c_joint_lookup_matches_vllm_with_the_plugin(vllm_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The same workloads with the plugin installed (native core: the
+    sliding-window and the full-attention lookups are the extension's):
+    vLLM's coordinator answers as pyspec's and the proved C joint_lookup
+    (issue #12 item 3), and both kinds of lookup were answered in C."""
+    from conftest import require_native
+    from vllm_support import count_native
+
+    import vllm_adapter
+    from extracted_c import native
+
+    require_native()
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
+    vllm_adapter.uninstall()
+    assert vllm_adapter.install(vllm_adapter.Mode.ON)
+    assert vllm_adapter.status()["full_attention"]["installed"]
+    try:
+        before = vllm_adapter.stats()
+        swa_calls, full_calls = before.calls, before.full_calls
+        with count_native() as path:
+            done = _random_joint_lookups(
+                vllm_env, random.Random(20261201), CASES // 4, (joint_lookup, native.joint_lookup)
+            )
+        after = vllm_adapter.stats()
+        assert after.calls > swa_calls and after.full_calls > full_calls
+        assert path["native"] == (after.calls - swa_calls) + (after.full_calls - full_calls), path
+        assert path["delegated"] == 0, path
+    finally:
+        vllm_adapter.uninstall()
+    CASE_COUNTS["joint (pyspec and C) vs vLLM HybridKVCacheCoordinator, plugin on"] += done
+
+
+def _random_joint_lookups(env, rng: random.Random, cases: int, models: Sequence) -> int:  # type: ignore[no-untyped-def]
+    """``cases`` random hybrid lookups through ``build_and_compare``."""
     done = hits = 0
     kinds: set[str] = set()
-    while done < CASES:
+    while done < cases:
         specs, h, use_eagle = random_joint_scenario(rng)
         sched = math.lcm(h, *(bs for bs, _, _ in specs))
         if sched > 12 * h:
@@ -451,10 +492,10 @@ def test_random_joint_lookup_matches_vllm(vllm_env) -> None:  # type: ignore[no-
         masks = [_mask(rng, num_hash * h // bs, w, bs) for bs, w, _ in specs]
         top = num_hash * h + h - 2  # num_tokens - 1, num_tokens < (num_hash + 1) * h
         lengths = []
-        for _ in range(min(rng.randint(8, 30), CASES - done)):
+        for _ in range(min(rng.randint(8, 30), cases - done)):
             k = rng.randint(0, max(top, 0) // sched)
             lengths.append(max(0, min(top, rng.choice((top, rng.randint(0, max(top, 0)), k * sched, k * sched + rng.randint(0, sched - 1))))))
-        n, hit = build_and_compare(vllm_env, specs, masks, h, use_eagle, num_hash, lengths, rng)
+        n, hit = build_and_compare(env, specs, masks, h, use_eagle, num_hash, lengths, rng, models)
         done += n
         hits += hit
         kinds.add("full+swa" if any(w is None for _, w, _ in specs) else "swa-only")
@@ -462,7 +503,7 @@ def test_random_joint_lookup_matches_vllm(vllm_env) -> None:  # type: ignore[no-
             kinds.add("eagle")
     assert kinds == {"full+swa", "swa-only", "eagle"}
     assert hits > done // 4, f"only {hits} of {done} lookups hit"
-    CASE_COUNTS["joint vs vLLM HybridKVCacheCoordinator"] += done
+    return done
 
 
 def test_counterexamples_reproduce_on_vllm(vllm_env) -> None:  # type: ignore[no-untyped-def]
