@@ -3,7 +3,7 @@
 ``python benchmarks/plot.py [RECEIPT.json] [-o OUT.png]`` (default: the
 newest benchmarks/results/vllm-*.json, written next to it as .png).
 
-Six panels, one colour per implementation throughout (vLLM black, ours =
+Nine panels (six when the receipt predates issue #12), one colour per implementation throughout (vLLM black, ours =
 the default core blue, the other core orange) so a reader can follow each
 one from panel to panel:
 
@@ -16,7 +16,13 @@ one from panel to panel:
 * the cost model: fixed cost per call and cost per probe (hits, misses) of
   each implementation next to a bare ``BlockPool.get_cached_block``;
 * the small-N sweep, one group and hybrid: latency against N, line style
-  per hit rate, where a fixed cost would show as ours above vLLM.
+  per hit rate, where a fixed cost would show as ours above vLLM;
+* issue #12: the full-attention lookup alone, small-N sweep (a cached
+  prefix, then misses) like the two above; the same lookup on 2,048 cached
+  blocks and in fine-grained mode (bars, speedup written on them); the
+  scheduler: ``get_computed_blocks`` per hybrid batch and one real
+  ``Scheduler.schedule()`` (bars per implementation, with both lookups free
+  as the floor).
 """
 
 from __future__ import annotations
@@ -214,6 +220,102 @@ def _sweep(ax: Any, receipt: dict[str, Any], mode: str) -> None:
     _legend_below(ax, ncol=3, handles=handles)
 
 
+def _full_sweep(ax: Any, receipt: dict[str, Any]) -> None:
+    full = receipt.get("full_attention") or {}
+    rows = full.get("sweep", [])
+    if not rows:
+        ax.set_visible(False)
+        return
+    impls = [(n, label, color) for n, label, color in _impl_names(receipt)
+             if n in rows[0]["median_us_by_impl"]]
+    for name, _, color in impls:
+        for h in sorted({r["hit_rate"] for r in rows}):
+            mine = sorted((r for r in rows if r["hit_rate"] == h), key=lambda r: r["n_blocks"])
+            ax.plot([r["n_blocks"] for r in mine], [r["median_us_by_impl"][name] for r in mine],
+                    color=color, linestyle=HIT_STYLES.get(h, "-"), marker=".")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("N (blocks of 16 tokens)")
+    ax.set_ylabel("median µs per lookup")
+    ok = sum(r["ok"] for r in rows)
+    ax.set_title(f"small N, full attention alone: FullAttentionManager\n"
+                 f"cached prefix then misses; ours <= vLLM in {ok} of {len(rows)} cells", fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    _plain_log_ticks(ax)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=color, linewidth=2.5, label=label.split(",")[0])
+               for _, label, color in impls]
+    handles += [Line2D([], [], color="#666666", linestyle=style, label=f"{h:.0%} hits")
+                for h, style in HIT_STYLES.items()]
+    _legend_below(ax, ncol=3, handles=handles)
+
+
+def _bars(ax: Any, receipt: dict[str, Any], labels: list[str], series: list[dict[str, float]],
+          extra: tuple[str, str, str] | None, unit: str) -> None:
+    """Grouped bars, one group per label, one bar per implementation (and
+    ``extra``: (key, legend, colour)), the speedup of each over vLLM written
+    above it."""
+    impls = [(n, label.split(",")[0], color) for n, label, color in _impl_names(receipt)
+             if any(n in s for s in series)]
+    if extra:
+        impls.append(extra)
+    width = 0.8 / len(impls)
+    for k, (name, label, color) in enumerate(impls):
+        xs, ys = [], []
+        for g, s in enumerate(series):
+            if name in s:
+                xs.append(g + (k - (len(impls) - 1) / 2) * width)
+                ys.append(s[name])
+        ax.bar(xs, ys, width, color=color, label=label)
+        if name != "vllm":
+            for x, g in zip(xs, [g for g, s in enumerate(series) if name in s]):
+                ratio = series[g]["vllm"] / series[g][name]
+                ax.annotate(f"{ratio:.1f}×", (x, series[g][name]), ha="center", va="bottom",
+                            fontsize=7, xytext=(0, 1), textcoords="offset points")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=7.5)
+    ax.set_yscale("log")
+    ax.set_ylabel(unit)
+    ax.grid(True, axis="y", which="both", alpha=0.25)
+    _plain_log_ticks(ax)
+    _legend_below(ax, ncol=2)
+
+
+def _full_alone(ax: Any, receipt: dict[str, Any]) -> None:
+    full = receipt.get("full_attention")
+    if not full:
+        ax.set_visible(False)
+        return
+    a, f = full["all_cached"], full["fine_grained"]
+    _bars(ax, receipt,
+          [f"{a['n_blocks']:,} blocks of {a['block_size']}\nall cached",
+           f"fine-grained: blocks of {f['block_size']},\nhashes of {f['hash_block_size']}, "
+           f"partial tail"],
+          [a["median_us_by_impl"], f["median_us_by_impl"]], None, "median µs per lookup")
+    want = a.get("target", {}).get("want")
+    ax.set_title("full-attention lookup alone (one group)"
+                 + (f"; want >= {want:g}× on the all-cached one" if want else ""), fontsize=10)
+
+
+def _scheduler(ax: Any, receipt: dict[str, Any]) -> None:
+    sched = receipt.get("scheduler", [])
+    step = receipt.get("scheduler_step")
+    if not sched or "both_free" not in sched[0]["median_ms"]:
+        ax.set_visible(False)
+        return
+    labels = [f"get_computed_blocks\n{s['requests']} x {s['context_tokens'] // 1024}K, "
+              f"{s.get('swa_groups', 1)} SWA grp\nwindow {s['window_tokens']}" for s in sched]
+    series = [dict(s["median_ms"]) for s in sched]
+    if step:
+        labels.append(f"Scheduler.schedule()\n{step['requests']} requests,\n"
+                      f"{step['prompt_tokens'][0] // 1024}-{step['prompt_tokens'][1] // 1024}K cached")
+        series.append(dict(step["median_ms"]))
+    _bars(ax, receipt, labels, series, ("both_free", "both lookups free (floor)", "#aaaaaa"),
+          "median ms per batch / per schedule()")
+    ax.set_title("scheduler, hybrid full attention + SWA: plugin off (vLLM) vs on", fontsize=10)
+
+
 def plot_receipt(receipt: dict[str, Any], path: Path) -> Path:
     """Write the PNG; return its path."""
     import matplotlib
@@ -221,16 +323,22 @@ def plot_receipt(receipt: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(19, 12), layout="constrained")
+    issue12 = "full_attention" in receipt
+    rows = 3 if issue12 else 2
+    fig, axes = plt.subplots(rows, 3, figsize=(19, 6 * rows), layout="constrained")
     _scaling(axes[0][0], axes[0][1], receipt)
     _seed_speedups(axes[0][2], receipt)
     _costs(axes[1][0], receipt)
     _sweep(axes[1][1], receipt, "one group")
     _sweep(axes[1][2], receipt, "hybrid")
+    if issue12:
+        _full_sweep(axes[2][0], receipt)
+        _full_alone(axes[2][1], receipt)
+        _scheduler(axes[2][2], receipt)
     core = receipt.get("core", "?")
     fig.suptitle(
-        f"vLLM {receipt.get('vllm_version', '?')} sliding-window prefix-cache lookup on its real "
-        f"BlockPool: vLLM's scan vs ours ({core} core) and the "
+        f"vLLM {receipt.get('vllm_version', '?')} prefix-cache lookups on its real "
+        f"BlockPool: vLLM's own vs ours ({core} core) and the "
         f"{receipt.get('other_core') or 'other'} core, block 16, medians of interleaved samples"
         + (" [QUICK: timings mean nothing]" if receipt.get("quick") else ""),
         fontsize=12)
