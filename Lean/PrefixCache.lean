@@ -5,6 +5,7 @@ import PrefixCache.Spec.Answer
 import PrefixCache.Spec.Joint
 import PrefixCache.Spec.Reachable
 import PrefixCache.Spec.Full
+import PrefixCache.Spec.Offload
 import PrefixCache.Thm.Arith
 import PrefixCache.Thm.Scan
 import PrefixCache.Thm.Stride
@@ -14,6 +15,7 @@ import PrefixCache.Thm.FindHit
 import PrefixCache.Thm.Joint
 import PrefixCache.Thm.Reachable
 import PrefixCache.Thm.Full
+import PrefixCache.Thm.Offload
 import PrefixCache.Export
 
 /-!
@@ -39,7 +41,12 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `reachableMask_only_tails`; for vLLM's full-attention lookup
   (`Spec/Full.lean`) `fullHit_prefix_cached`, `fullHit_prefix_maximal`,
   `fullHit_tail_highest`, `fullHit_tail_none`, `fullHit_aligned`,
-  `fullHit_trim`, `fullHit_blocks_exist`, `legacyFullScan_eq_fullHit`.
+  `fullHit_trim`, `fullHit_blocks_exist`, `legacyFullScan_eq_fullHit`;
+  for vLLM's KV-offload sliding-window lookup (`Spec/Offload.lean`)
+  `scanTri_bounds`, `scanTri_nonMiss`, `scanTri_miss`, `scanTri_noPending`,
+  `scanTriProbes_le`, `strideLoop2_fuel`, `offloadLookup_sound` (the
+  equalities `OffloadStrideEqLegacy` / `OffloadLegacyEqLookup` are stated,
+  proved only of the C twins).
 * `Export`: C entry points over a byte mask, and scalar-only ones over a
   64-bit mask (for ctypes, `tests/test_lean_ffi.py`).
 

@@ -598,3 +598,118 @@ def full_hit_probe(
     if call.error is not None:
         raise call.error
     return _full_result(out)
+
+
+# ---- the KV-offload sliding-window lookup (offload_lookup.h) ---------------
+
+# Mirrors extracted_c/offload_lookup.h; tests/test_ffi_offload.py checks it.
+CDEF_OFFLOAD = """
+typedef uint8_t (*pc_tri_probe_fn)(void *ctx, int64_t i);
+int64_t offload_stride_search(const uint8_t *chunks, int64_t n, int64_t window, int64_t initial_window, int64_t *probes);
+int64_t legacy_offload_scan(const uint8_t *chunks, int64_t n, int64_t window, int64_t initial_window, int64_t *probes);
+int64_t offload_stride_search_probe(pc_tri_probe_fn probe, void *ctx, int64_t n, int64_t window, int64_t initial_window, int64_t *probes);
+"""
+_ffi.cdef(CDEF_OFFLOAD)
+
+# vLLM's None in the C result encoding.
+OL_NONE = -1
+
+
+def _check_offload_params(window: object, initial_window: object) -> tuple[int, int]:
+    """``window >= 0``; ``initial_window`` None or >= 0 (None and 0 both
+    become 0, vLLM's ``initial_window_size or sliding_window_size``)."""
+    window = _check_int("window", window, 0, SIZE_LIMIT)
+    if initial_window is None:
+        return window, 0
+    return window, _check_int("initial_window", initial_window, 0, SIZE_LIMIT)
+
+
+def _check_chunks(chunks: object) -> tuple[Any, int]:
+    """A bytes-like mask of 0 (MISS), 1 (HIT), 2 (HIT_PENDING)."""
+    if chunks is None or isinstance(chunks, str):
+        raise ValueError(f"chunks must be a bytes-like buffer, got {type(chunks).__name__}")
+    try:
+        view = memoryview(chunks)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"chunks must be a bytes-like buffer, got {type(chunks).__name__}") from None
+    if view.itemsize != 1 or view.format not in _BYTE_FORMATS:
+        raise ValueError(f"chunks must hold uint8 items, got format {view.format!r}")
+    if view.ndim != 1 or not view.c_contiguous:
+        raise ValueError("chunks must be a one-dimensional contiguous buffer")
+    raw = view.cast("B")
+    if raw.nbytes and max(raw) > 2:
+        raise ValueError("chunks must hold only 0 (MISS), 1 (HIT) or 2 (HIT_PENDING)")
+    if raw.nbytes > SIZE_LIMIT:
+        raise ValueError(f"chunks has more than {SIZE_LIMIT} entries")
+    if raw.nbytes == 0:
+        return _ffi.new("uint8_t[]", 1), 0
+    return _ffi.from_buffer("uint8_t[]", raw), raw.nbytes
+
+
+def _offload_call(name: str, chunks: object, window: object, initial_window: object) -> tuple[int | None, int]:
+    buf, n = _check_chunks(chunks)
+    window, initial = _check_offload_params(window, initial_window)
+    probes = _ffi.new("int64_t *", 0)
+    res = getattr(load(), name)(buf, n, window, initial, probes)
+    return (None if res == OL_NONE else int(res)), int(probes[0])
+
+
+def offload_stride_search(chunks: object, window: int, initial_window: int | None = None) -> tuple[int | None, int]:
+    """C ``offload_stride_search`` on a 0/1/2 mask: (vLLM's answer, reads)."""
+    return _offload_call("offload_stride_search", chunks, window, initial_window)
+
+
+def legacy_offload_scan(chunks: object, window: int, initial_window: int | None = None) -> tuple[int | None, int]:
+    """C ``legacy_offload_scan`` (vLLM's loop) on a 0/1/2 mask: (answer, reads)."""
+    return _offload_call("legacy_offload_scan", chunks, window, initial_window)
+
+
+class _TriProbeCall:
+    __slots__ = ("probe", "error")
+
+    def __init__(self, probe: Callable[[int], int]) -> None:
+        self.probe = probe
+        self.error: BaseException | None = None
+
+
+_current_offload = threading.local()
+
+
+@_ffi.callback("uint8_t(void *, int64_t)")
+def _tri_probe_trampoline(ctx: Any, i: int) -> int:
+    call = _current_offload.call
+    if call.error is not None:
+        return 0
+    try:
+        v = call.probe(i)
+        if isinstance(v, bool) or v not in (0, 1, 2):
+            raise ValueError(f"probe({i}) returned {v!r}, not 0 (MISS), 1 (HIT) or 2 (HIT_PENDING)")
+        return v
+    except BaseException as exc:  # re-raised after the C call returns
+        call.error = exc
+        return 0
+
+
+def offload_stride_search_probe(
+    probe: Callable[[int], int], n: int, window: int, initial_window: int | None = None
+) -> tuple[int | None, int]:
+    """C ``offload_stride_search_probe``: the proved search asking
+    ``probe(i)`` (0/1/2) for chunk ``i``; (answer, reads). ``probe`` must
+    answer the same for the same ``i`` during one call; an exception it
+    raises (or an answer outside 0/1/2) is raised here, the C result
+    discarded."""
+    if not callable(probe):
+        raise ValueError(f"probe must be callable, got {type(probe).__name__}")
+    n = _check_int("n", n, 0, SIZE_LIMIT)
+    window, initial = _check_offload_params(window, initial_window)
+    call = _TriProbeCall(probe)
+    outer = getattr(_current_offload, "call", None)
+    _current_offload.call = call
+    probes = _ffi.new("int64_t *", 0)
+    try:
+        res = load().offload_stride_search_probe(_tri_probe_trampoline, _ffi.NULL, n, window, initial, probes)
+    finally:
+        _current_offload.call = outer
+    if call.error is not None:
+        raise call.error
+    return (None if res == OL_NONE else int(res)), int(probes[0])

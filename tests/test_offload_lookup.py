@@ -281,11 +281,15 @@ def test_retry_is_outside_the_model(vllm_offload) -> None:  # type: ignore[no-un
     """With RETRY, vLLM's answer is not a function of a 3-valued mask: a RETRY
     chunk resets the run like a MISS but forces None."""
     env = vllm_offload
-    answers = {0: env.LookupResult.HIT, 1: env.LookupResult.RETRY, 2: env.LookupResult.HIT}
+    answers = {0: env.LookupResult.HIT, 1: env.LookupResult.HIT, 2: env.LookupResult.RETRY}
     stand_in = SimpleNamespace(
         manager=SimpleNamespace(lookup=lambda key, ctx: answers[key])
     )
     got = env.OffloadingConnectorScheduler._sliding_window_lookup(stand_in, [0, 1, 2], 1, None)
     assert got is None
-    # A MISS in the same place gives 3 (the window [2, 3)).
-    assert offload_lookup([HIT, MISS, HIT], 1) == 3
+    # A MISS in the same place gives 2 (the window [1, 2)).
+    assert offload_lookup([HIT, HIT, MISS], 1) == 2
+    # A RETRY left of the decision is never asked about.
+    answers = {0: env.LookupResult.RETRY, 1: env.LookupResult.HIT, 2: env.LookupResult.HIT}
+    got = env.OffloadingConnectorScheduler._sliding_window_lookup(stand_in, [0, 1, 2], 1, None)
+    assert got == 3

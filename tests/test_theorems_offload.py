@@ -1,0 +1,327 @@
+"""Every Lean statement of ``Lean/PrefixCache/Thm/Offload.lean`` as an
+executable property (no Lean toolchain runs here).
+
+``_lean_*`` functions transcribe ``Lean/PrefixCache/Spec/Offload.lean`` line
+for line (the cache is a total function ``c(i)``; chunks at or beyond ``n``
+are padding the functions must never depend on, checked by running each
+case with two different paddings). ``test_lean_transcription_matches_pyspec``
+checks the transcription computes what pyspec computes; each
+``test_<theoremName>`` checks the statement quoted in its docstring, and
+``test_OffloadStrideEqLegacy`` / ``test_OffloadLegacyEqLookup`` the two
+statements Lean only states (proved of the C twins by WP).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from conftest import CASE_COUNTS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyspec.offload_lookup import (
+    CountingChunks,
+    legacy_offload_scan,
+    offload_lookup,
+    offload_stride_search,
+)
+
+C = Callable[[int], int]
+
+
+def _sub(a: int, b: int) -> int:
+    return a - b if a >= b else 0
+
+
+def _required(w: int, initial: int | None) -> int:
+    if initial is None:
+        return w
+    return w if initial == 0 else initial
+
+
+def _gate(p: bool, e: int) -> int | None:
+    return None if p else e
+
+
+def _pending_in(c: C, s: int, k: int) -> bool:
+    return any(c(s + t) == 2 for t in range(k))
+
+
+def _non_miss_b(c: C, s: int, k: int) -> bool:
+    return all(c(s + t) != 0 for t in range(k))
+
+
+def _rightmost_miss(c: C, k: int) -> int | None:
+    while k > 0:
+        if c(k - 1) == 0:
+            return k - 1
+        k -= 1
+    return None
+
+
+def _leading_run(c: C, j: int, k: int) -> int:
+    for _ in range(k):
+        if c(j) == 0:
+            return j
+        j += 1
+    return j
+
+
+def _last_window(c: C, w: int, e: int) -> int | None:
+    while e > 0:
+        if w <= e and _non_miss_b(c, _sub(e, w), w):
+            return e
+        e -= 1
+    return 0 if w == 0 else None
+
+
+def _lean_offload_lookup(c: C, n: int, w: int, initial: int | None) -> int | None:
+    r = _required(w, initial)
+    if 1 <= r <= n and _non_miss_b(c, _sub(n, r), r):
+        return _gate(_pending_in(c, _sub(n, r), r), n)
+    m = _rightmost_miss(c, n)
+    if m is None:
+        return _gate(_pending_in(c, 0, n), n)
+    e = _last_window(c, w, m)
+    if e is not None:
+        return _gate(_pending_in(c, _sub(e, w), w), e)
+    p = _leading_run(c, 0, n)
+    return _gate(_pending_in(c, 0, p), p)
+
+
+def _lean_legacy_loop(c: C, w: int, k: int, hits: int, pend: bool, req: int) -> int | None:
+    while k > 0:
+        k -= 1
+        if c(k) == 0:
+            if w == 0:
+                return _gate(False, k + w)
+            hits, pend, req = 0, False, w
+        else:
+            if hits + 1 == req:
+                return _gate(pend or c(k) == 2, k + req)
+            hits, pend = hits + 1, pend or c(k) == 2
+    return _gate(pend, hits)
+
+
+def _lean_legacy(c: C, n: int, w: int, initial: int | None) -> int | None:
+    return _lean_legacy_loop(c, w, n, 0, False, _required(w, initial))
+
+
+def _phase1(c: C, n: int, r: int, k: int, count: int, pend: bool):  # type: ignore[no-untyped-def]
+    while k > 0:
+        k -= 1
+        if c(k) == 0:
+            return ("inr", k)
+        if count + 1 == r:
+            return ("inl", _gate(pend or c(k) == 2, n))
+        count, pend = count + 1, pend or c(k) == 2
+    return ("inl", _gate(pend, n))
+
+
+def _scan_tri(c: C, j: int, k: int) -> tuple[int, bool]:
+    if k == 0:
+        return (j, False)
+    if c(j) == 0:
+        return (j, False)
+    stop, p = _scan_tri(c, j + 1, k - 1)
+    return (stop, c(j) == 2 or p)
+
+
+def _scan_tri_probes(c: C, j: int, k: int) -> int:
+    if k == 0:
+        return 0
+    if c(j) == 0:
+        return 1
+    return _scan_tri_probes(c, j + 1, k - 1) + 1
+
+
+def _stride_loop2(c: C, w: int, fuel: int, bound: int, kl: int, kp: bool):  # type: ignore[no-untyped-def]
+    while fuel > 0:
+        fuel -= 1
+        if bound < w:
+            return ("inr", (bound, kl, kp))
+        start = _sub(bound, w)
+        stop, p = _scan_tri(c, start, _sub(kl, start))
+        if stop == kl:
+            return ("inl", _gate(p or kp, bound))
+        bound, kl, kp = stop, start, p
+    return ("inr", (bound, kl, kp))
+
+
+def _phase3(c: C, bound: int, kl: int, kp: bool) -> int | None:
+    stop, p = _scan_tri(c, 0, kl)
+    if stop == kl:
+        return _gate(p or kp, bound)
+    return _gate(p, stop)
+
+
+def _lean_stride(c: C, n: int, w: int, initial: int | None) -> int | None:
+    tag, v = _phase1(c, n, _required(w, initial), n, 0, False)
+    if tag == "inl":
+        return v
+    m = v
+    if w == 0:
+        return m
+    tag, v = _stride_loop2(c, w, m + 1, m, m, False)
+    if tag == "inl":
+        return v
+    b, kl, kp = v
+    return _phase3(c, b, kl, kp)
+
+
+def _fn(mask: list[int], pad: int) -> C:
+    n = len(mask)
+    return lambda i: mask[i] if i < n else pad
+
+
+def small_cases(max_n: int):  # type: ignore[no-untyped-def]
+    for n in range(max_n + 1):
+        for mask in itertools.product((0, 1, 2), repeat=n):
+            for w in range(n + 2):
+                for initial in [None, *range(n + 2)]:
+                    yield list(mask), w, initial
+
+
+def test_lean_transcription_matches_pyspec() -> None:
+    count = 0
+    for mask, w, initial in small_cases(6):
+        n = len(mask)
+        want = offload_lookup(mask, w, initial)
+        for pad in (0, 1, 2):
+            c = _fn(mask, pad)
+            assert _lean_offload_lookup(c, n, w, initial) == want
+            assert _lean_legacy(c, n, w, initial) == want
+            assert _lean_stride(c, n, w, initial) == want
+        count += 1
+    CASE_COUNTS["lean offload transcription"] += count
+
+
+def test_OffloadStrideEqLegacy() -> None:
+    """``offloadStrideSearch c n w initial = legacyOffloadScan c n w initial``."""
+    count = 0
+    for mask, w, initial in small_cases(7):
+        c = _fn(mask, 1)
+        assert _lean_stride(c, len(mask), w, initial) == _lean_legacy(c, len(mask), w, initial)
+        count += 1
+    CASE_COUNTS["lean OffloadStrideEqLegacy"] += count
+
+
+def test_OffloadLegacyEqLookup() -> None:
+    """``legacyOffloadScan c n w initial = offloadLookup c n w initial``."""
+    for mask, w, initial in small_cases(7):
+        c = _fn(mask, 2)
+        assert _lean_legacy(c, len(mask), w, initial) == _lean_offload_lookup(c, len(mask), w, initial)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mask=st.lists(st.sampled_from([1] * 20 + [0, 2]), max_size=600),
+    w=st.integers(0, 40),
+    initial=st.one_of(st.none(), st.integers(0, 50)),
+)
+def test_equalities_large(mask: list[int], w: int, initial: int | None) -> None:
+    """Both stated equalities, and pyspec's functions, on long masks."""
+    c = _fn(mask, 1)
+    n = len(mask)
+    want = _lean_offload_lookup(c, n, w, initial)
+    assert _lean_legacy(c, n, w, initial) == want
+    assert _lean_stride(c, n, w, initial) == want
+    assert legacy_offload_scan(CountingChunks(mask), n, w, initial) == want
+    assert offload_stride_search(CountingChunks(mask), n, w, initial) == want
+
+
+def _all_scans(max_len: int):  # type: ignore[no-untyped-def]
+    for length in range(max_len + 1):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            for j in range(length + 1):
+                for k in range(length - j + 1):
+                    yield c, j, k
+
+
+def test_scanTri_bounds_nonMiss_miss_noPending_probes() -> None:
+    """``scanTri_bounds``: ``j ≤ stop ≤ j + k``; ``scanTri_nonMiss``: chunks
+    ``[j, stop)`` non-miss; ``scanTri_miss``: ``stop < j + k → c stop = 0``;
+    ``scanTri_noPending``: flag false → no pending in ``[j, stop)``;
+    ``scanTriProbes_le``: at most ``k`` reads."""
+    for c, j, k in _all_scans(6):
+        stop, p = _scan_tri(c, j, k)
+        assert j <= stop <= j + k
+        assert all(c(i) != 0 for i in range(j, stop))
+        if stop < j + k:
+            assert c(stop) == 0
+        assert p == any(c(i) == 2 for i in range(j, stop))
+        assert _scan_tri_probes(c, j, k) <= k
+
+
+def test_strideLoop2_fuel() -> None:
+    """``bound < fuel → kl ≤ bound → bound < kl + w →
+    strideLoop2 (fuel + 1) bound kl kp = strideLoop2 fuel bound kl kp``."""
+    for length in range(7):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            for w in range(length + 2):
+                for bound in range(length + 1):
+                    for kl in range(bound + 1):
+                        if not bound < kl + w:
+                            continue
+                        for kp in (False, True):
+                            fuel = bound + 1
+                            assert _stride_loop2(c, w, fuel + 1, bound, kl, kp) == _stride_loop2(
+                                c, w, fuel, bound, kl, kp
+                            )
+
+
+def test_gate_lemmas() -> None:
+    """``gate_none_iff``: ``gate p e = none ↔ p``; ``gate_some``:
+    ``gate p e = some x → p = false ∧ x = e``."""
+    for p in (False, True):
+        for e in range(5):
+            assert (_gate(p, e) is None) == p
+            if _gate(p, e) is not None:
+                assert not p and _gate(p, e) == e
+
+
+def test_pendingIn_nonMissB_rightmostMiss_lastWindow_leadingRun() -> None:
+    """``pendingIn_false``, ``nonMissB_true``, ``rightmostMiss_none``,
+    ``lastWindow_sound`` (``w ≤ e ≤ e0`` and ``[e - w, e)`` non-miss),
+    ``leadingRun_sound``."""
+    for length in range(7):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            for s in range(length + 1):
+                for k in range(length - s + 1):
+                    if not _pending_in(c, s, k):
+                        assert all(c(i) != 2 for i in range(s, s + k))
+                    if _non_miss_b(c, s, k):
+                        assert all(c(i) != 0 for i in range(s, s + k))
+                    run = _leading_run(c, s, k)
+                    assert s <= run <= s + k and all(c(i) != 0 for i in range(s, run))
+            if _rightmost_miss(c, length) is None:
+                assert all(c(i) != 0 for i in range(length))
+            for w in range(length + 2):
+                for e0 in range(length + 1):
+                    e = _last_window(c, w, e0)
+                    if e is not None:
+                        assert w <= e <= e0 and _non_miss_b(c, e - w, w)
+
+
+def test_offloadLookup_sound() -> None:
+    """``offloadLookup c n w initial = some e → ∃ s, s ≤ e ∧ NonMiss c s e ∧
+    NoPending c s e ∧ (e - s = requiredWindow w initial ∨ e - s = w ∨ s = 0)``."""
+    count = 0
+    for mask, w, initial in small_cases(7):
+        e = offload_lookup(mask, w, initial)
+        if e is None:
+            continue
+        r = _required(w, initial)
+        ok = [
+            s
+            for s in range(e + 1)
+            if all(mask[i] != 0 and mask[i] != 2 for i in range(s, e))
+            and (e - s == r or e - s == w or s == 0)
+        ]
+        assert ok, (mask, w, initial, e)
+        count += 1
+    CASE_COUNTS["lean offloadLookup_sound"] += count
