@@ -23,12 +23,14 @@ CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c \
 	extracted_c/joint.c extracted_c/joint.h extracted_c/reachable.c extracted_c/reachable.h \
-	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c
+	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
+	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
 # The library: the proved mask instance and the probe instance, which is
 # prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
 C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c \
 	extracted_c/joint.c extracted_c/reachable.c \
-	extracted_c/full_attention.c extracted_c/full_attention_probe.c
+	extracted_c/full_attention.c extracted_c/full_attention_probe.c \
+	extracted_c/offload_lookup.c extracted_c/offload_lookup_probe.c
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so

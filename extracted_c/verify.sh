@@ -34,7 +34,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build/wp}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
-files="${PC_FILES:-prefix_cache.c reachable.c joint.c}"
+files="${PC_FILES:-prefix_cache.c reachable.c joint.c offload_lookup.c}"
 timeout="${PC_WP_TIMEOUT:-10}"
 # z3 only sees the few goals cvc4 and cvc5 left; one of them (joint.c,
 # group_hit tokens_aligned: a product modulo its factor) takes z3 ~4 s alone
@@ -281,6 +281,27 @@ mutant jl_no_fixed_point joint_lookup descending,round_budget \
 # never looked up, an unaligned candidate taken as aligned).
 mutant jl_first_round_flag joint_lookup first_aligned \
     's#max_cache_hit_length, alignment_tokens, cap_tokens, rounds == 1, hit_length, answers, \&longest);#max_cache_hit_length, alignment_tokens, cap_tokens, 0, hit_length, answers, \&longest);#'
+
+mutants_of offload_lookup.c
+# offload_stride_search: the initial window ignored (vLLM's `or`).
+mutant ol_initial_ignored offload_stride_search r_is_required,answer \
+    's#    int64_t r = initial_window >= 1 ? initial_window : window;#    int64_t r = window;#'
+# offload_stride_search: a pending chunk of the remembered part not seen.
+mutant ol_known_pending_lost offload_stride_search found_gated \
+    's#int64_t res = (round_pend || known_pend)#int64_t res = (round_pend)#'
+# offload_stride_search: a miss skips past windows that do not hold it
+# (the next bound is not a miss; none_after alone is proved, from bound_miss).
+mutant ol_skip_too_far offload_stride_search bound_miss,none_after \
+    's#        bound = j;#        bound = start;#'
+# offload_stride_search: window 0 not answered at the miss.
+mutant ol_window_zero offload_stride_search answer,next_start_below \
+    's#    if (window == 0) {#    if (window == 1) {#'
+# legacy_offload_scan: a miss does not reset the required window.
+mutant ol_legacy_required_kept legacy_offload_scan after_miss,answer \
+    's#            required = window;#            required = required;#'
+# legacy_offload_scan: a miss does not clear pending_in_window.
+mutant ol_legacy_pending_kept legacy_offload_scan run_pending \
+    's#            pending_in_window = 0;#            pending_in_window = pending_in_window;#'
 
 end=$(date +%s)
 echo "verify.sh: total $((end - start)) s"
