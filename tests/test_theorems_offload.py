@@ -325,3 +325,21 @@ def test_offloadLookup_sound() -> None:
         assert ok, (mask, w, initial, e)
         count += 1
     CASE_COUNTS["lean offloadLookup_sound"] += count
+
+
+def test_scanTri_of_miss_of_hit_and_bool_splits() -> None:
+    """``scanTri_of_miss``: ``c j = 0 → scanTri c j (k+1) = (j, false)``;
+    ``scanTri_of_hit``: otherwise ``((scanTri c (j+1) k).1, c j == 2 ||
+    (scanTri c (j+1) k).2)``; ``and_true_split``, ``or_false_split``."""
+    for c, j, k in _all_scans(5):
+        if c(j) == 0:
+            assert _scan_tri(c, j, k + 1) == (j, False)
+        else:
+            stop, p = _scan_tri(c, j + 1, k)
+            assert _scan_tri(c, j, k + 1) == (stop, c(j) == 2 or p)
+    for a in (False, True):
+        for b in (False, True):
+            if a and b:
+                assert a is True and b is True
+            if not (a or b):
+                assert a is False and b is False

@@ -20,13 +20,16 @@ pending chunk" and the read bound are likewise proved only of the C.
 
 namespace PrefixCache
 
+/-- `scanTri`'s equation for no chunk left. -/
 theorem scanTri_zero (c : Nat → Nat) (j : Nat) : scanTri c j 0 = (j, false) := rfl
 
+/-- `scanTri`'s equation for one more chunk. -/
 theorem scanTri_succ (c : Nat → Nat) (j k : Nat) :
     scanTri c j (k + 1) =
       if c j = 0 then (j, false)
       else ((scanTri c (j + 1) k).1, c j == 2 || (scanTri c (j + 1) k).2) := rfl
 
+/-- `strideLoop2`'s equation for one more round of fuel. -/
 theorem strideLoop2_succ (c : Nat → Nat) (w fuel bound kl : Nat) (kp : Bool) :
     strideLoop2 c w (fuel + 1) bound kl kp =
       if bound < w then .inr (bound, kl, kp)
@@ -36,22 +39,43 @@ theorem strideLoop2_succ (c : Nat → Nat) (w fuel bound kl : Nat) (kp : Bool) :
         strideLoop2 c w fuel (scanTri c (bound - w) (kl - (bound - w))).1 (bound - w)
           (scanTri c (bound - w) (kl - (bound - w))).2 := rfl
 
+/-- The scan stops at once on a miss. -/
+theorem scanTri_of_miss (c : Nat → Nat) (j k : Nat) (h : c j = 0) :
+    scanTri c j (k + 1) = (j, false) := by
+  rw [scanTri_succ, if_pos h]
+
+/-- On a non-miss the scan goes on, noting whether the chunk is pending. -/
+theorem scanTri_of_hit (c : Nat → Nat) (j k : Nat) (h : ¬ c j = 0) :
+    scanTri c j (k + 1) =
+      ((scanTri c (j + 1) k).1, c j == 2 || (scanTri c (j + 1) k).2) := by
+  rw [scanTri_succ, if_neg h]
+
+/-- `(a && b) = true` splits (a helper, core Lean only). -/
+theorem and_true_split (a b : Bool) (h : (a && b) = true) : a = true ∧ b = true := by
+  revert h
+  cases a <;> cases b <;> decide
+
+/-- `(a || b) = false` splits (a helper, core Lean only). -/
+theorem or_false_split (a b : Bool) (h : (a || b) = false) : a = false ∧ b = false := by
+  revert h
+  cases a <;> cases b <;> decide
+
 /-- The scan stops inside `[j, j + k]`. -/
 theorem scanTri_bounds (c : Nat → Nat) :
     ∀ (j k : Nat), j ≤ (scanTri c j k).1 ∧ (scanTri c j k).1 ≤ j + k
   | j, 0 => by
-    rw [scanTri_zero]
-    show j ≤ j ∧ j ≤ j + 0
+    have e : (scanTri c j 0).1 = j := congrArg Prod.fst (scanTri_zero c j)
+    rw [e]
     omega
   | j, k + 1 => by
     have ih := scanTri_bounds c (j + 1) k
-    rw [scanTri_succ]
     by_cases h : c j = 0
-    · rw [if_pos h]
-      show j ≤ j ∧ j ≤ j + (k + 1)
+    · have e : (scanTri c j (k + 1)).1 = j := congrArg Prod.fst (scanTri_of_miss c j k h)
+      rw [e]
       omega
-    · rw [if_neg h]
-      show j ≤ (scanTri c (j + 1) k).1 ∧ (scanTri c (j + 1) k).1 ≤ j + (k + 1)
+    · have e : (scanTri c j (k + 1)).1 = (scanTri c (j + 1) k).1 :=
+        congrArg Prod.fst (scanTri_of_hit c j k h)
+      rw [e]
       omega
 
 /-- Every chunk the scan walked over is non-miss. -/
@@ -59,15 +83,18 @@ theorem scanTri_nonMiss (c : Nat → Nat) :
     ∀ (j k : Nat), NonMiss c j (scanTri c j k).1
   | j, 0 => by
     intro i h1 h2
-    rw [scanTri_zero] at h2
-    exact absurd h2 (by show ¬ i < j; omega)
+    have e : (scanTri c j 0).1 = j := congrArg Prod.fst (scanTri_zero c j)
+    rw [e] at h2
+    exact absurd h2 (by omega)
   | j, k + 1 => by
     intro i h1 h2
-    rw [scanTri_succ] at h2
     by_cases h : c j = 0
-    · rw [if_pos h] at h2
-      exact absurd h2 (by show ¬ i < j; omega)
-    · rw [if_neg h] at h2
+    · have e : (scanTri c j (k + 1)).1 = j := congrArg Prod.fst (scanTri_of_miss c j k h)
+      rw [e] at h2
+      exact absurd h2 (by omega)
+    · have e : (scanTri c j (k + 1)).1 = (scanTri c (j + 1) k).1 :=
+        congrArg Prod.fst (scanTri_of_hit c j k h)
+      rw [e] at h2
       by_cases hij : i = j
       · rw [hij]
         exact h
@@ -77,16 +104,16 @@ theorem scanTri_nonMiss (c : Nat → Nat) :
 theorem scanTri_miss (c : Nat → Nat) :
     ∀ (j k : Nat), (scanTri c j k).1 < j + k → c (scanTri c j k).1 = 0
   | j, 0, h => by
-    rw [scanTri_zero] at h
-    exact absurd h (by show ¬ j < j + 0; omega)
+    have e : (scanTri c j 0).1 = j := congrArg Prod.fst (scanTri_zero c j)
+    rw [e] at h
+    exact absurd h (by omega)
   | j, k + 1, h => by
     by_cases hc : c j = 0
-    · have e : scanTri c j (k + 1) = (j, false) := by
-        rw [scanTri_succ, if_pos hc]
+    · have e : (scanTri c j (k + 1)).1 = j := congrArg Prod.fst (scanTri_of_miss c j k hc)
       rw [e]
       exact hc
-    · have e : (scanTri c j (k + 1)).1 = (scanTri c (j + 1) k).1 := by
-        rw [scanTri_succ, if_neg hc]
+    · have e : (scanTri c j (k + 1)).1 = (scanTri c (j + 1) k).1 :=
+        congrArg Prod.fst (scanTri_of_hit c j k hc)
       rw [e] at h
       rw [e]
       exact scanTri_miss c (j + 1) k (by omega)
@@ -96,29 +123,29 @@ theorem scanTri_noPending (c : Nat → Nat) :
     ∀ (j k : Nat), (scanTri c j k).2 = false → NoPending c j (scanTri c j k).1
   | j, 0, _ => by
     intro i h1 h2
-    rw [scanTri_zero] at h2
-    exact absurd h2 (by show ¬ i < j; omega)
+    have e : (scanTri c j 0).1 = j := congrArg Prod.fst (scanTri_zero c j)
+    rw [e] at h2
+    exact absurd h2 (by omega)
   | j, k + 1, hp => by
     intro i h1 h2
     by_cases hc : c j = 0
-    · have e : scanTri c j (k + 1) = (j, false) := by
-        rw [scanTri_succ, if_pos hc]
+    · have e : (scanTri c j (k + 1)).1 = j := congrArg Prod.fst (scanTri_of_miss c j k hc)
       rw [e] at h2
-      exact absurd h2 (by show ¬ i < j; omega)
-    · have e : scanTri c j (k + 1) =
-          ((scanTri c (j + 1) k).1, c j == 2 || (scanTri c (j + 1) k).2) := by
-        rw [scanTri_succ, if_neg hc]
-      rw [e] at hp
-      rw [e] at h2
-      have hor : (c j == 2 || (scanTri c (j + 1) k).2) = false := hp
-      have hj : (c j == 2) = false := (Bool.or_eq_false_iff.mp hor).1
-      have hr : (scanTri c (j + 1) k).2 = false := (Bool.or_eq_false_iff.mp hor).2
+      exact absurd h2 (by omega)
+    · have e1 : (scanTri c j (k + 1)).1 = (scanTri c (j + 1) k).1 :=
+        congrArg Prod.fst (scanTri_of_hit c j k hc)
+      have e2 : (scanTri c j (k + 1)).2 = (c j == 2 || (scanTri c (j + 1) k).2) :=
+        congrArg Prod.snd (scanTri_of_hit c j k hc)
+      rw [e2] at hp
+      rw [e1] at h2
+      have hs := or_false_split _ _ hp
       by_cases hij : i = j
       · rw [hij]
         intro h2eq
+        have hj := hs.1
         rw [h2eq] at hj
         exact absurd hj (by decide)
-      · exact scanTri_noPending c (j + 1) k hr i (by omega) h2
+      · exact scanTri_noPending c (j + 1) k hs.2 i (by omega) h2
 
 /-- The scan reads at most `k` chunks. -/
 theorem scanTriProbes_le (c : Nat → Nat) :
@@ -142,7 +169,8 @@ theorem strideLoop2_fuel (c : Nat → Nat) (w : Nat) :
       strideLoop2 c w (fuel + 1) bound kl kp = strideLoop2 c w fuel bound kl kp
   | 0, bound, _, _, h1, _, _ => absurd h1 (Nat.not_lt_zero bound)
   | fuel + 1, bound, kl, kp, h1, h2, h3 => by
-    rw [strideLoop2_succ c w (fuel + 1), strideLoop2_succ c w fuel]
+    rw [strideLoop2_succ c w fuel bound kl kp]
+    rw [strideLoop2_succ c w (fuel + 1) bound kl kp]
     by_cases hb : bound < w
     · rw [if_pos hb, if_pos hb]
     · rw [if_neg hb, if_neg hb]
@@ -193,8 +221,8 @@ theorem pendingIn_false (c : Nat → Nat) :
   | s, k + 1, h => by
     intro i h1 h2
     have hor : (c s == 2 || pendingIn c (s + 1) k) = false := h
-    have hs : (c s == 2) = false := (Bool.or_eq_false_iff.mp hor).1
-    have hr : pendingIn c (s + 1) k = false := (Bool.or_eq_false_iff.mp hor).2
+    have hs : (c s == 2) = false := (or_false_split _ _ hor).1
+    have hr : pendingIn c (s + 1) k = false := (or_false_split _ _ hor).2
     by_cases his : i = s
     · rw [his]
       intro heq
@@ -211,8 +239,8 @@ theorem nonMissB_true (c : Nat → Nat) :
   | s, k + 1, h => by
     intro i h1 h2
     have hand : (c s != 0 && nonMissB c (s + 1) k) = true := h
-    have hs : (c s != 0) = true := (Bool.and_eq_true_iff.mp hand).1
-    have hr : nonMissB c (s + 1) k = true := (Bool.and_eq_true_iff.mp hand).2
+    have hs : (c s != 0) = true := (and_true_split _ _ hand).1
+    have hr : nonMissB c (s + 1) k = true := (and_true_split _ _ hand).2
     by_cases his : i = s
     · rw [his]
       intro heq
@@ -333,17 +361,22 @@ theorem offloadLookup_sound (c : Nat → Nat) (n w : Nat) (initial : Option Nat)
     cases hm : rightmostMiss c n with
     | none =>
       rw [hm] at h
-      have g := gate_some _ _ _ h
+      have h' : gate (pendingIn c 0 n) n = some e := h
+      have g := gate_some _ _ _ h'
       have hnp := pendingIn_false c 0 n g.1
       rw [Nat.zero_add] at hnp
       rw [g.2]
       exact ⟨0, Nat.zero_le n, rightmostMiss_none c n hm, hnp, Or.inr (Or.inr rfl)⟩
     | some m =>
       rw [hm] at h
+      have h2 : (match lastWindow c w m with
+          | some e' => gate (pendingIn c (e' - w) w) e'
+          | none => gate (pendingIn c 0 (leadingRun c 0 n)) (leadingRun c 0 n)) = some e := h
       cases hw : lastWindow c w m with
       | some e' =>
-        rw [hw] at h
-        have g := gate_some _ _ _ h
+        rw [hw] at h2
+        have h3 : gate (pendingIn c (e' - w) w) e' = some e := h2
+        have g := gate_some _ _ _ h3
         have lw := lastWindow_sound c w m e' hw
         have hnm := nonMissB_true c _ _ lw.2.2
         have hnp := pendingIn_false c _ _ g.1
@@ -354,8 +387,9 @@ theorem offloadLookup_sound (c : Nat → Nat) (n w : Nat) (initial : Option Nat)
         rw [g.2]
         exact ⟨e' - w, Nat.sub_le e' w, hnm, hnp, Or.inr (Or.inl (by omega))⟩
       | none =>
-        rw [hw] at h
-        have g := gate_some _ _ _ h
+        rw [hw] at h2
+        have h3 : gate (pendingIn c 0 (leadingRun c 0 n)) (leadingRun c 0 n) = some e := h2
+        have g := gate_some _ _ _ h3
         have lr := leadingRun_sound c 0 n
         have hnp := pendingIn_false c 0 (leadingRun c 0 n) g.1
         rw [Nat.zero_add] at hnp
