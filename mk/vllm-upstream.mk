@@ -1,20 +1,25 @@
-# vLLM 0.33.0's own prefix-cache unit tests, run with our plugin active and
+# vLLM 0.33.0's own scheduler / KV-cache unit tests, run with our plugin active and
 # without it, compared test by test (scripts/vllm_upstream_tests.sh).
 # vLLM's test tree is fetched at test time into build/vllm-upstream/ and
 # reused by later runs. Included by the Makefile; uses its PY and VENV.
 #
-#   make vllm-upstream-tests                       the default selection
+#   make vllm-upstream-tests                       all of tests/v1/core and
+#                                                  tests/v1/kv_connector/unit/offloading_connector
+#   make vllm-upstream-tests VLLM_UPSTREAM_SET=prefix   only the four prefix-cache paths
 #   make vllm-upstream-tests VLLM_UPSTREAM_TESTS="tests/v1/core/test_prefix_caching.py"
 #   make vllm-upstream-clean                       drop the cached sdist tests
+# See docs/vllm-upstream-tests.md (what runs, what fails both ways and why).
 
 VLLM_UPSTREAM_TESTS ?=
+VLLM_UPSTREAM_SET ?= full
 
 .PHONY: vllm-upstream-tests vllm-upstream-clean
 
 # `ext`: the plugin serves with the native extension (the default core), so
 # a stale extracted_c/_hotpath*.so must be rebuilt before vLLM runs on it.
 vllm-upstream-tests: setup ext
-	PY="$(abspath $(PY))" bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
+	PY="$(abspath $(PY))" VLLM_UPSTREAM_SET="$(VLLM_UPSTREAM_SET)" \
+		bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
 
 vllm-upstream-clean:
 	rm -rf build/vllm-upstream

@@ -3,10 +3,15 @@
 # with our SWA lookup patched in (vllm_adapter.install(Mode.ON)) and without
 # it, then compared test by test (scripts/vllm_upstream/compare_runs.py).
 # Fails if a test that passes without the plugin does not pass with it, if
-# the runs differ in any other way, or if the patched method never ran.
+# the runs differ in any other way, or if no patched lookup ever ran.
+# Tests failing both ways are listed by cause (vllm_upstream/known_failures.py,
+# docs/vllm-upstream-tests.md).
 #
 # Usage: scripts/vllm_upstream_tests.sh [PYTEST PATHS, relative to the sdist root]
 #   PY=...                  python of the project venv (default .venv/bin/python)
+#   VLLM_UPSTREAM_SET=full  (default) all of tests/v1/core and
+#                           tests/v1/kv_connector/unit/offloading_connector
+#   VLLM_UPSTREAM_SET=prefix  only the four prefix-cache paths (PREFIX_TESTS)
 #   VLLM_UPSTREAM_JOBS=1    run the two sessions one after the other
 #                           (default: side by side when there are 2+ cores)
 #   VLLM_UPSTREAM_TIMEOUT   seconds per pytest session (default 1200)
@@ -25,17 +30,24 @@ SRC=$WORK/vllm-$VLLM_VERSION   # tests/, pyproject.toml, PKG-INFO of the sdist
 SITE=$WORK/site-packages       # test-only imports (scripts/vllm_upstream/requirements.txt)
 OUT=$WORK/results
 
-DEFAULT_TESTS=(
+FULL_TESTS=(
+    tests/v1/core
+    tests/v1/kv_connector/unit/offloading_connector
+)
+PREFIX_TESTS=(
     tests/v1/core/test_single_type_kv_cache_manager.py
     tests/v1/core/test_prefix_caching.py
     tests/v1/core/prefix_cache
     tests/v1/kv_connector/unit/offloading_connector/test_scheduler.py
 )
-# Not runnable here: serves Qwen/Qwen3.5-0.8B through an OpenAI server (real
-# weights from the hub, a GPU); its imports (tests/utils.py: anthropic, httpx,
-# ...) are not installed either. Ignored, and said so below.
+# Not runnable here: each runs a whole engine on a model's real weights
+# (and tokenizer), which nothing may download at test time. Ignored, and said
+# so below. test_hybrid_prefix_cache_hit_rate.py's imports (tests/utils.py:
+# anthropic, httpx, ...) are not installed either.
 IGNORED=(
     "tests/v1/core/prefix_cache/test_hybrid_prefix_cache_hit_rate.py|serves Qwen/Qwen3.5-0.8B with real weights through an OpenAI server (needs the hub and a GPU)"
+    "tests/v1/core/test_scheduler_e2e.py|generates with LLM(hmellor/tiny-random-LlamaForCausalLM): needs its weights and tokenizer from the hub"
+    "tests/v1/core/test_reset_prefix_cache_e2e.py|generates with an LLMEngine on Qwen/Qwen3-0.6B and compares outputs: needs its weights and tokenizer from the hub"
 )
 
 log() { printf '%s\n' "vllm-upstream: $*"; }
@@ -113,8 +125,13 @@ install_test_deps
 if (($# > 0)); then
     TESTS=("$@")
 else
+    case ${VLLM_UPSTREAM_SET:-full} in
+        full) SET_TESTS=("${FULL_TESTS[@]}") ;;
+        prefix) SET_TESTS=("${PREFIX_TESTS[@]}") ;;
+        *) log "ERROR: VLLM_UPSTREAM_SET must be full or prefix, got '$VLLM_UPSTREAM_SET'"; exit 2 ;;
+    esac
     TESTS=()
-    for t in "${DEFAULT_TESTS[@]}"; do
+    for t in "${SET_TESTS[@]}"; do
         if [[ -e $SRC/$t ]]; then TESTS+=("$t"); else log "not in the $VLLM_VERSION sdist, skipped: $t"; fi
     done
 fi
@@ -127,14 +144,28 @@ for entry in "${IGNORED[@]}"; do
     fi
 done
 
-# --- 3. offline Hugging Face cache: config.json of facebook/opt-125m only -----
+# --- 3. offline Hugging Face cache: config.json only, of each model id ------
+# the tests name (hf_offline_cache.py: facebook/opt-125m, Qwen/Qwen3-0.6B,
+# llava-hf/llava-1.5-7b-hf, ...); no weights, no tokenizer, nothing fetched.
 HF_TMP=$(mktemp -d "${TMPDIR:-/tmp}/vllm-upstream-hf.XXXXXX")
-trap 'rm -rf "$HF_TMP"' EXIT
+# vLLM's own cache (VLLM_CACHE_ROOT: the model registry's inspected-model
+# cache, modelinfos/) is fresh for each session too: what the tests can
+# import must not depend on what another venv once inspected into ~/.cache.
+VLLM_CACHE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/vllm-upstream-cache.XXXXXX")
+trap 'rm -rf "$HF_TMP" "$VLLM_CACHE_TMP"' EXIT
 "$PY" "$HERE/hf_offline_cache.py" "$HF_TMP" >/dev/null
+log "offline HF cache (config.json only): $("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import hf_offline_cache as h; print(", ".join(h.MODELS))' "$HERE")"
 
 # --- 4. the two sessions --------------------------------------------------------
 rm -rf "$OUT"
 mkdir -p "$OUT"
+# Bytecode goes to build/vllm-upstream/pycache (not into the sdist tree or the
+# venv) and is kept between runs: test_kv_cache_planning.py's
+# test_is_kv_cache_spec_uniform imports vLLM in a `python -O` subprocess with
+# a 60 s timeout, and without cached .opt-1.pyc files that import compiles
+# vLLM, torch and transformers from source (40 s on a loaded 2-core machine,
+# a timeout in one run and not the other would read as a difference).
+# PYTHONDONTWRITEBYTECODE (set in some environments) is cleared for that.
 run_session() { # $1 = on|off
     local mode=$1 rc=0
     (
@@ -144,7 +175,8 @@ run_session() { # $1 = on|off
             VLLM_UPSTREAM_REPORT=$OUT/$mode.json \
             VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
             HF_HOME=$HF_TMP HF_HUB_DISABLE_TELEMETRY=1 VLLM_NO_USAGE_STATS=1 \
-            PYTHONDONTWRITEBYTECODE=1
+            VLLM_CACHE_ROOT=$VLLM_CACHE_TMP/$mode \
+            PYTHONPYCACHEPREFIX=$WORK/pycache PYTHONDONTWRITEBYTECODE=
         timeout --kill-after=30 "${VLLM_UPSTREAM_TIMEOUT:-1200}" \
             "$PY" -m pytest -q -rfE -p vllm_upstream_plugin -p no:cacheprovider \
             --rootdir="$SRC" -c "$SRC/pyproject.toml" \
@@ -154,6 +186,10 @@ run_session() { # $1 = on|off
     echo "$rc" >"$OUT/$mode.rc"
 }
 
+# Compile those .opt-1.pyc files once, before the timed subprocess needs them.
+(cd "$SRC" && PYTHONPYCACHEPREFIX=$WORK/pycache PYTHONDONTWRITEBYTECODE= VLLM_TARGET_DEVICE=cpu \
+    "$PY" -O -c 'import vllm.v1.core.kv_cache_planning, vllm.v1.kv_cache_interface') \
+    >/dev/null 2>&1 || log "warning: could not pre-compile vLLM's bytecode for python -O"
 log "running ${#TESTS[@]} test path(s) with the plugin (on) and without (off): ${TESTS[*]}"
 jobs_wanted=${VLLM_UPSTREAM_JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
 start=$SECONDS
@@ -169,7 +205,8 @@ else
 fi
 for mode in on off; do
     log "pytest, plugin $mode (exit $(cat "$OUT/$mode.rc"), log ${OUT#"$ROOT"/}/$mode.log):"
-    grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$|^[0-9]+ (passed|failed)|vllm_upstream_plugin:' \
+    # (each failing test is listed once, by cause, by compare_runs.py below)
+    grep -E '^=+ .*(passed|failed|error).* =+$|^[0-9]+ (passed|failed)|vllm_upstream_plugin:' \
         "$OUT/$mode.log" | sed 's/^/    /' || true
 done
 log "both sessions took $((SECONDS - start)) s"

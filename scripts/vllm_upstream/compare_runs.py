@@ -9,15 +9,18 @@ what scripts/vllm_upstream/vllm_upstream_plugin.py wrote at session end.
 Exit status 0 only when
 * both pytest sessions ended normally (exit status 0 or 1: no crash,
   interruption, usage error, or empty selection) and ran the same tests;
-* the "with" run had the patch installed and the patched method was
-  called at least once; the "without" run had it not installed and no calls;
+* the "with" run had the patch installed and its patched methods were
+  called at least once in all (the sum of the call counters the plugin read
+  from ``vllm_adapter.status()``, each printed); the "without" run had it
+  not installed and no calls;
 * no test that passed without the plugin fails, errors, is skipped or is
   missing with it, and no test passes only with it (a provably identical
   lookup cannot fix a test: that would mean the runs differ in something
   else, so it is reported as a difference too).
 
-Tests that fail in both runs are listed, with their messages, and do not
-fail the comparison: they say something about this machine, not the plugin.
+Tests that fail in both runs are listed, grouped by cause (the reasons in
+known_failures.py, else their first error line), and do not fail the
+comparison: they say something about this machine, not the plugin.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+from known_failures import explain
+
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
 
@@ -37,19 +42,22 @@ def _reason(element: ET.Element) -> str:
     return first if len(first) <= 240 else first[:237] + "..."
 
 
-def read_junit(path: Path) -> dict[str, tuple[str, str]]:
-    """``{test id: (outcome, reason)}`` from a junit xml file."""
+def read_junit(
+    path: Path, details: dict[str, str] | None = None
+) -> dict[str, tuple[str, str]]:
+    """``{test id: (outcome, reason)}`` from a junit xml file; the full text
+    of each non-pass (message and traceback) into ``details`` if given."""
     outcomes: dict[str, tuple[str, str]] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         classname = case.get("classname", "")
         test_id = f"{classname}::{case.get('name', '')}" if classname else case.get("name", "")
         outcome, reason = PASSED, ""
         for child in case:
-            if child.tag == "error":
-                outcome, reason = ERROR, _reason(child)
-                break
-            if child.tag == "failure":
-                outcome, reason = FAILED, _reason(child)
+            if child.tag in ("error", "failure"):
+                outcome = ERROR if child.tag == "error" else FAILED
+                reason = _reason(child)
+                if details is not None and test_id not in details:
+                    details[test_id] = f"{child.get('message') or ''}\n{child.text or ''}"
                 break
             if child.tag == "skipped":
                 outcome, reason = SKIPPED, _reason(child)
@@ -80,9 +88,10 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             problems.append(f"{label}: no session report ({exc})")
     runs = {}
+    details: dict[str, str] = {}  # failure texts of the run without the plugin
     for label, path in (("with plugin", with_xml), ("without plugin", without_xml)):
         try:
-            runs[label] = read_junit(path)
+            runs[label] = read_junit(path, details if label == "without plugin" else None)
         except (OSError, ET.ParseError) as exc:
             problems.append(f"{label}: no junit report ({exc})")
     if problems:
@@ -96,10 +105,12 @@ def main(argv: list[str]) -> int:
     print(f"with plugin:    {summary(on)}")
     print(f"without plugin: {summary(off)}")
     print(
-        f"patched method (SlidingWindowManager.find_longest_cache_hit) calls: "
-        f"{rep_on.get('calls')} with plugin (backend {rep_on.get('backend') or '-'}), "
-        f"{rep_off.get('calls')} without"
+        f"patched-lookup calls: {rep_on.get('calls')} with plugin "
+        f"(backend {rep_on.get('backend') or '-'}), {rep_off.get('calls')} without"
     )
+    for counter, n in sorted((rep_on.get("calls_by_counter") or {}).items()):
+        print(f"    vllm_adapter.status() {counter}: {n} with plugin, "
+              f"{(rep_off.get('calls_by_counter') or {}).get(counter, 0)} without")
 
     for label, rep in (("with plugin", rep_on), ("without plugin", rep_off)):
         if rep.get("exitstatus") not in (0, 1):
@@ -110,7 +121,7 @@ def main(argv: list[str]) -> int:
     if not rep_on.get("installed_at_end"):
         problems.append(f"with plugin: patch not installed at session end ({rep_on.get('reason')})")
     if not rep_on.get("calls"):
-        problems.append("with plugin: the patched method was never called")
+        problems.append("with plugin: no patched lookup was ever called")
     if rep_off.get("installed_at_end") or rep_off.get("calls"):
         problems.append("without plugin: the patch was active in the reference run")
     if not off:
@@ -137,9 +148,16 @@ def main(argv: list[str]) -> int:
     )
 
     if both:
-        print(f"\nfailing in BOTH runs ({len(both)}; not caused by the plugin):")
+        print(f"\nfailing in BOTH runs ({len(both)}; not caused by the plugin), by cause:")
+        groups: dict[tuple[str, str], list[str]] = {}
         for t in both:
-            print(f"  {off[t][0].upper():6} {t}\n         {off[t][1]}")
+            known = explain(details.get(t, "") + "\n" + off[t][1])
+            key = known if known else ("not explained", off[t][1])
+            groups.setdefault(key, []).append(t)
+        for (name, reason), tests in sorted(groups.items(), key=lambda g: -len(g[1])):
+            print(f"\n  [{len(tests)}] {name}: {reason}")
+            for t in tests:
+                print(f"      {off[t][0].upper():6} {t}")
     else:
         print("\nfailing in both runs: none")
     if skipped_both:
@@ -166,7 +184,7 @@ def main(argv: list[str]) -> int:
         f"OK: every test that passes without the plugin passes with it "
         f"({sum(1 for o, _ in on.values() if o == PASSED)} passed with, "
         f"{sum(1 for o, _ in off.values() if o == PASSED)} without); "
-        f"patched method called {rep_on['calls']} times"
+        f"patched lookups called {rep_on['calls']} times"
     )
     return 0
 

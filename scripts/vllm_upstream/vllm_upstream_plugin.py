@@ -17,9 +17,14 @@ Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
   ``ModelConfig`` built (about 2 s per offloading-connector test) before
   returning ``None`` anyway. Same answer, no sleep. Set
   ``VLLM_UPSTREAM_KEEP_HF_RETRY=1`` to leave it alone;
-* at session end, writes what happened (mode, installed, backend, number of
-  calls of the patched method) as JSON to ``$VLLM_UPSTREAM_REPORT``, so the
-  driver can refuse a run in which the patched method never ran.
+* at session end, writes what happened (mode, installed, backend, the
+  calls of the patched lookups during the session) as JSON to
+  ``$VLLM_UPSTREAM_REPORT``, so the driver can refuse a run in which no
+  patched method ran. The calls are read generically from
+  ``vllm_adapter.status()``: every integer counter named ``calls`` (or
+  ``*_calls``) anywhere in it -- today ``stats.calls`` (the lookups the
+  adapter answers) and ``offload_filter.calls`` -- so a newly patched method
+  that reports its own counter there is counted without changing this file.
 """
 
 from __future__ import annotations
@@ -32,7 +37,39 @@ import pytest
 MODE_VAR = "VLLM_UPSTREAM_PLUGIN"
 REPORT_VAR = "VLLM_UPSTREAM_REPORT"
 
-_calls_at_start = 0
+_calls_at_start: dict[str, int] = {}
+
+
+def _counters(obj: object, prefix: str = "") -> dict[str, int]:
+    """``{"stats.calls": n, "offload_filter.calls": m, ...}``: every int
+    counter named ``calls`` / ``*_calls`` in ``vllm_adapter.status()``
+    (dicts and dataclass-like objects are walked)."""
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif hasattr(obj, "__dataclass_fields__"):
+        items = ((k, getattr(obj, k)) for k in obj.__dataclass_fields__)
+    else:
+        return {}
+    found: dict[str, int] = {}
+    for key, value in items:
+        path = f"{prefix}{key}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            if key == "calls" or str(key).endswith("_calls"):
+                found[path] = value
+        else:
+            found.update(_counters(value, path + "."))
+    return found
+
+
+def _call_counts() -> dict[str, int]:
+    import vllm_adapter
+
+    return _counters(vllm_adapter.status())
+
+
+def _calls_since_start() -> dict[str, int]:
+    now = _call_counts()
+    return {k: v - _calls_at_start.get(k, 0) for k, v in sorted(now.items())}
 
 
 def _want_installed() -> bool:
@@ -70,7 +107,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     else:
         vllm_adapter.uninstall()
         assert not vllm_adapter.is_installed()
-    _calls_at_start = vllm_adapter.stats().calls
+    _calls_at_start = _call_counts()
 
 
 def pytest_collection_modifyitems(
@@ -84,13 +121,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import vllm_adapter
 
     status = vllm_adapter.status()
+    calls = _calls_since_start()
     report = {
         "wanted": "on" if _want_installed() else "off",
         "installed_at_end": vllm_adapter.is_installed(),
         "mode": status["mode"],
         "backend": status["backend"],
         "reason": status["reason"],
-        "calls": vllm_adapter.stats().calls - _calls_at_start,
+        "calls": sum(calls.values()),
+        "calls_by_counter": calls,
         "exitstatus": int(exitstatus),
     }
     path = os.environ.get(REPORT_VAR)
@@ -102,9 +141,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     import vllm_adapter
 
+    calls = _calls_since_start()
     terminalreporter.write_line(
         f"vllm_upstream_plugin: wanted={'on' if _want_installed() else 'off'} "
         f"installed={vllm_adapter.is_installed()} "
         f"backend={vllm_adapter.status()['backend'] or '-'} "
-        f"patched-method calls={vllm_adapter.stats().calls - _calls_at_start}"
+        f"patched-method calls={sum(calls.values())} "
+        f"({', '.join(f'{k}={v}' for k, v in calls.items()) or 'no counters'})"
     )
