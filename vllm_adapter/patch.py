@@ -173,6 +173,9 @@ def install(mode: Mode | None = None) -> bool:
             mode.value, backend, version, os.getpid(),
         )
         _install_full(mode, hotpath, pool_read, timed)
+        from vllm_adapter import offload_lookup
+
+        offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
         return True
 
 
@@ -252,10 +255,11 @@ def _time_vllms_full_lookup() -> None:
 
 
 def uninstall() -> None:
-    """Put vLLM's own method back. Safe to call when not installed."""
-    from vllm_adapter import offload_filter
+    """Put vLLM's own methods back. Safe to call when not installed."""
+    from vllm_adapter import offload_filter, offload_lookup
 
     offload_filter.uninstall()
+    offload_lookup.uninstall()
     with _lock:
         if not _state.installed:
             return
@@ -288,8 +292,27 @@ def status() -> dict[str, Any]:
         "reason": _state.reason,
         "stats": stats(),
         "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
+        "offload_lookup": _offload_lookup_status(),
         "offload_filter": _offload_filter_status(),
     }
+
+
+def _offload_lookup_status() -> dict[str, Any]:
+    from vllm_adapter import offload_lookup
+
+    return offload_lookup.status()
+
+
+def _offload_shadow(mine: Any, theirs: Any, detail: dict[str, Any]) -> None:
+    """One shadow comparison of the KV-offload lookup: the same int, or
+    None on both sides."""
+    _state.stats.shadow_compared += 1
+    same = not isinstance(mine, Exception) and (mine is None) == (theirs is None) and mine == theirs
+    if not same:
+        _state.stats.shadow_mismatches += 1
+        detail = dict(detail, ours=repr(mine), vllm=repr(theirs))
+        _state.stats.last_mismatch = detail
+        logger.error("swa-prefix-cache shadow MISMATCH: %s", detail)
 
 
 def _offload_filter_status() -> dict[str, Any]:

@@ -1,0 +1,274 @@
+"""The KV-offload lookup replacement (issue #13 item 2-3) against vLLM's own
+scan, on vLLM's real ``CPUOffloadingManager`` and its real
+``OffloadingConnectorScheduler``.
+
+With the plugin installed, ``OffloadingConnectorScheduler.
+_sliding_window_lookup`` is ours (vllm_adapter/offload_lookup.py): the
+proved stride search (the extension's ``offload_lookup`` with the native
+core, pyspec's with the python core) probing the manager's own ``lookup``.
+Every answer must be vLLM's own scan's (``None`` included), the path
+asserted (answered by the search, not delegated), with:
+
+* random lookups on long planted key lists (LRU and ARC policies), slices of
+  them as the request's keys, HIT_PENDING placed in, at the edge of and
+  outside the found window, ``initial_window_size`` None / 0 / smaller /
+  larger than the window, the window sizes vLLM's caller uses with EAGLE
+  (+1 each);
+* the method bound to a real scheduler, with the corrected store filter on
+  and off;
+* managers the model does not cover (a subclass, a patched lookup, RETRY)
+  answered by vLLM's own scan; shadow mode; bad window sizes.
+
+``PREFIX_CACHE_OFFLOAD_ADAPTER_CASES`` sets the number of random lookups
+(default 100,000 with the native core).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import zlib
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from conftest import CASE_COUNTS  # noqa: E402
+from test_offload_lookup import planted_manager  # noqa: E402
+from test_reachable import _offload_scheduler, offload_env, vllm_env  # noqa: E402, F401
+from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
+
+import vllm_adapter  # noqa: E402
+from pyspec.offload_lookup import HIT, HIT_PENDING, MISS  # noqa: E402
+from vllm_adapter import Mode, offload_lookup  # noqa: E402
+
+CASES = int(os.environ.get("PREFIX_CACHE_OFFLOAD_ADAPTER_CASES", "100000"))
+
+
+@pytest.fixture(scope="module")
+def env():  # type: ignore[no-untyped-def]
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+        OffloadingConnectorScheduler,
+    )
+    from vllm.v1.kv_offload.base import LookupResult, ReqContext, make_offload_key
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+    original = OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"]
+    return SimpleNamespace(**locals())
+
+
+def _install(core: str, mode: Mode = Mode.ON) -> None:
+    os.environ[vllm_adapter.CORE_ENV] = core
+    try:
+        assert vllm_adapter.install(mode)
+    finally:
+        del os.environ[vllm_adapter.CORE_ENV]
+    status = vllm_adapter.status()["offload_lookup"]
+    assert status["installed"], status
+
+
+def _random_mask(rng: random.Random, n: int) -> list[int]:
+    kind = rng.random()
+    if kind < 0.4:  # mostly hits: windows are found, pending decides
+        weights = [1, 25, rng.choice((0, 1, 3))]
+    elif kind < 0.7:
+        weights = [1, 1, 1]
+    else:  # mostly misses: the stride skips
+        weights = [10, 1, rng.choice((0, 1))]
+    return rng.choices([MISS, HIT, HIT_PENDING], weights=weights, k=n)
+
+
+def _compare(env, lookup, keys, ctx, window, initial) -> object:  # type: ignore[no-untyped-def]
+    stand_in = SimpleNamespace(manager=lookup)
+    ours = env.OffloadingConnectorScheduler._sliding_window_lookup(
+        stand_in, keys, window, ctx, initial_window_size=initial
+    )
+    theirs = env.original(stand_in, keys, window, ctx, initial_window_size=initial)
+    assert (ours is None) == (theirs is None) and ours == theirs, (window, initial, ours, theirs)
+    return theirs
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+def test_random_lookups_same_as_vllm(env, core: str, policy: str) -> None:
+    """Slices of long planted key lists, answered by the stride search."""
+    _install(core)
+    rng = random.Random(zlib.crc32(f"{core}/{policy}".encode()))
+    cases = CASES // 2 if core == "native" else CASES // 20
+    done = nones = found = 0
+    before = offload_lookup.status()
+    while done < cases:
+        n = rng.choice((rng.randint(0, 30), rng.randint(30, 400), rng.randint(400, 3000)))
+        mask = _random_mask(rng, n)
+        manager, keys, ctx = planted_manager(env, mask, rng.getrandbits(40))
+        if policy == "arc":
+            manager = _as_arc(env, manager, keys, mask)
+        for _ in range(min(50, cases - done)):
+            lo = rng.randint(0, n)
+            hi = rng.randint(lo, n)
+            window = rng.choice((0, 1, rng.randint(1, 8), rng.randint(1, 70)))
+            if rng.random() < 0.3:
+                window += 1  # vLLM's caller with an unverified EAGLE token
+            initial = rng.choice((None, 0, window, max(window - 2, 0), window + rng.randint(1, 9)))
+            answer = _compare(env, manager, keys[lo:hi], ctx, window, initial)
+            nones += answer is None
+            found += bool(answer)
+            done += 1
+    after = offload_lookup.status()
+    assert after["answered"] - before["answered"] == done, (before, after)
+    assert after["delegated"] == before["delegated"]
+    assert nones > done // 50 and found > done // 4, (nones, found, done)
+    CASE_COUNTS[f"offload lookup adapter vs vLLM ({core}, {policy})"] += done
+
+
+def _as_arc(env, lru_manager, keys, mask):  # type: ignore[no-untyped-def]
+    """The same chunks in a manager with the ARC policy."""
+    manager = env.CPUOffloadingManager(num_chunks=max(16, 2 * len(mask)), cache_policy="arc")
+    ctx = env.ReqContext(req_id="arc")
+    stored = [k for k, v in zip(keys, mask) if v != MISS]
+    if stored:
+        assert manager.prepare_store(stored, ctx) is not None
+        ready = [k for k, v in zip(keys, mask) if v == HIT]
+        if ready:
+            manager.complete_store(ready, ctx)
+    assert type(manager._policy).__name__ == "ARCCachePolicy"
+    return manager
+
+
+def test_pending_in_at_edge_and_outside_the_window(env) -> None:
+    """A HIT_PENDING chunk inside the found window gives None, just outside
+    it (either side) the window's end."""
+    _install("native")
+    w = 4
+    base = [HIT] * 6 + [MISS] + [HIT] * 8 + [MISS] + [HIT] * 2
+    cases = 0
+    for pos in range(len(base)):
+        if base[pos] == MISS:
+            continue
+        mask = list(base)
+        mask[pos] = HIT_PENDING
+        manager, keys, ctx = planted_manager(env, mask, 7000 + pos)
+        for initial in (None, 3, 6):
+            _compare(env, manager, keys, ctx, w, initial)
+            cases += 1
+    # The window found is [11, 15) (the run of 8 before the second miss).
+    manager, keys, ctx = planted_manager(env, base[:11] + [HIT_PENDING] + base[12:], 7100)
+    assert _compare(env, manager, keys, ctx, w, None) is None
+    manager, keys, ctx = planted_manager(env, base[:10] + [HIT_PENDING] + base[11:], 7101)
+    assert _compare(env, manager, keys, ctx, w, None) == 15
+    CASE_COUNTS["offload lookup adapter: pending placement"] += cases + 2
+
+
+def test_real_scheduler_with_and_without_the_corrected_filter(env, offload_env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The method bound to a real OffloadingConnectorScheduler, its manager a
+    planted real CPUOffloadingManager; the corrected store filter on and
+    off (independent patches, both installed together)."""
+    rng = random.Random(99)
+    count = 0
+    for setting in ("off", "corrected"):
+        vllm_adapter.uninstall()
+        monkeypatch.setenv("SWA_PREFIX_CACHE_OFFLOAD_FILTER", setting)
+        _install("native")
+        assert vllm_adapter.status()["offload_filter"]["installed"] == (setting == "corrected")
+        before = offload_lookup.status()["answered"]
+        for salt in range(40):
+            n = rng.randint(0, 400)
+            manager, keys, ctx = planted_manager(env, _random_mask(rng, n), 8000 + salt)
+            sched = _offload_scheduler(offload_env, [(16, 64, False)], 16, 2, None, manager)
+            for _ in range(5):
+                window = rng.randint(0, 20)
+                initial = rng.choice((None, 0, rng.randint(1, 25)))
+                ours = sched._sliding_window_lookup(keys, window, ctx, initial_window_size=initial)
+                theirs = env.original(sched, keys, window, ctx, initial_window_size=initial)
+                assert (ours is None) == (theirs is None) and ours == theirs
+                count += 1
+        assert offload_lookup.status()["answered"] - before == 200
+    CASE_COUNTS["offload lookup adapter: real scheduler"] += count
+
+
+def test_managers_outside_the_model_get_vllms_scan(env) -> None:
+    """A subclass, a patched lookup, a lookup that answers RETRY, negative
+    sizes: vLLM's own scan answers (delegated, not an error)."""
+    _install("native")
+    mask = [HIT] * 5 + [MISS] + [HIT] * 5
+    manager, keys, ctx = planted_manager(env, mask, 9000)
+
+    class Sub(env.CPUOffloadingManager):
+        pass
+
+    sub = Sub(num_chunks=64)
+    retry = SimpleNamespace(lookup=lambda key, c: env.LookupResult.RETRY)
+    patched = planted_manager(env, mask, 9001)[0]
+    patched.lookup = patched.lookup  # an instance attribute shadows the class's
+    before = offload_lookup.status()
+    errors = vllm_adapter.stats().errors
+    for other in (sub, retry, patched):
+        _compare(env, other, keys, ctx, 3, None)
+    stand_in = SimpleNamespace(manager=manager)
+    for window, initial in ((-1, None), (3, -2), (3, 1.5)):
+        try:
+            theirs = env.original(stand_in, keys, window, ctx, initial_window_size=initial)
+        except Exception as exc:  # vLLM's own outcome, whatever it is
+            with pytest.raises(type(exc)):
+                env.OffloadingConnectorScheduler._sliding_window_lookup(
+                    stand_in, keys, window, ctx, initial_window_size=initial)
+        else:
+            ours = env.OffloadingConnectorScheduler._sliding_window_lookup(
+                stand_in, keys, window, ctx, initial_window_size=initial)
+            assert ours == theirs
+    after = offload_lookup.status()
+    assert after["delegated"] - before["delegated"] == 6
+    assert after["answered"] == before["answered"]
+    assert vllm_adapter.stats().errors == errors
+
+
+def test_bad_input_to_the_c_function_raises_naming_the_argument(env) -> None:
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    r = env.LookupResult
+    lookup = lambda key, ctx: r.MISS  # noqa: E731
+    for args, error, name in (
+        ((lookup, [], None, -1, 0, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "window"),
+        ((lookup, [], None, 1, -1, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "initial_window"),
+        ((lookup, [], None, "1", 0, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "window"),
+        ((None, [], None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS), TypeError, "lookup"),
+        ((lookup, 7, None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS), TypeError, "keys"),
+        ((lookup, []), TypeError, "8 arguments"),
+    ):
+        with pytest.raises(error, match=name):
+            module.offload_lookup(*args)
+    # An answer outside the three values: NotImplemented (the caller runs
+    # vLLM's scan); an exception in lookup propagates.
+    assert module.offload_lookup(lambda k, c: r.RETRY, [1, 2], None, 1, 0,
+                                 r.HIT, r.HIT_PENDING, r.MISS) is NotImplemented
+
+    def boom(key, ctx):  # type: ignore[no-untyped-def]
+        raise KeyError(key)
+
+    with pytest.raises(KeyError):
+        module.offload_lookup(boom, [1, 2], None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS)
+
+
+def test_shadow_compares_and_returns_vllms_answer(env) -> None:
+    _install("native", Mode.SHADOW)
+    rng = random.Random(4)
+    compared = vllm_adapter.stats().shadow_compared
+    mismatches = vllm_adapter.stats().shadow_mismatches
+    for salt in range(20):
+        mask = _random_mask(rng, rng.randint(0, 200))
+        manager, keys, ctx = planted_manager(env, mask, 9500 + salt)
+        _compare(env, manager, keys, ctx, rng.randint(0, 9), rng.choice((None, 3)))
+    assert vllm_adapter.stats().shadow_compared - compared == 20
+    assert vllm_adapter.stats().shadow_mismatches == mismatches
+
+
+def test_uninstall_restores_vllms_method(env) -> None:
+    _install("native")
+    assert env.OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"] is not env.original
+    vllm_adapter.uninstall()
+    assert env.OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"] is env.original
+    assert not offload_lookup.status()["installed"]
