@@ -185,9 +185,10 @@ class CountingManager:
         return self.real.lookup(key, req_context)
 
 
-def planted_manager(env, mask: list[int], salt: int):  # type: ignore[no-untyped-def]
-    """A real CPUOffloadingManager whose lookup answers the mask; its keys."""
-    manager = env.CPUOffloadingManager(num_chunks=max(16, 2 * len(mask)))
+def planted_manager(env, mask: list[int], salt: int, policy: str = "lru"):  # type: ignore[no-untyped-def]
+    """A real CPUOffloadingManager (cache policy ``policy``) whose lookup
+    answers the mask; its keys."""
+    manager = env.CPUOffloadingManager(num_chunks=max(16, 2 * len(mask)), cache_policy=policy)
     ctx = env.ReqContext(req_id=f"plant{salt}")
     keys = [
         env.make_offload_key(salt.to_bytes(8, "big") + i.to_bytes(24, "big"), 0)

@@ -103,9 +103,8 @@ def test_random_lookups_same_as_vllm(env, core: str, policy: str) -> None:
     while done < cases:
         n = rng.choice((rng.randint(0, 30), rng.randint(30, 400), rng.randint(400, 3000)))
         mask = _random_mask(rng, n)
-        manager, keys, ctx = planted_manager(env, mask, rng.getrandbits(40))
-        if policy == "arc":
-            manager = _as_arc(env, manager, keys, mask)
+        manager, keys, ctx = planted_manager(env, mask, rng.getrandbits(40), policy)
+        assert type(manager._policy).__name__ == {"lru": "LRUCachePolicy", "arc": "ARCCachePolicy"}[policy]
         for _ in range(min(50, cases - done)):
             lo = rng.randint(0, n)
             hi = rng.randint(lo, n)
@@ -122,20 +121,6 @@ def test_random_lookups_same_as_vllm(env, core: str, policy: str) -> None:
     assert after["delegated"] == before["delegated"]
     assert nones > done // 50 and found > done // 4, (nones, found, done)
     CASE_COUNTS[f"offload lookup adapter vs vLLM ({core}, {policy})"] += done
-
-
-def _as_arc(env, lru_manager, keys, mask):  # type: ignore[no-untyped-def]
-    """The same chunks in a manager with the ARC policy."""
-    manager = env.CPUOffloadingManager(num_chunks=max(16, 2 * len(mask)), cache_policy="arc")
-    ctx = env.ReqContext(req_id="arc")
-    stored = [k for k, v in zip(keys, mask) if v != MISS]
-    if stored:
-        assert manager.prepare_store(stored, ctx) is not None
-        ready = [k for k, v in zip(keys, mask) if v == HIT]
-        if ready:
-            manager.complete_store(ready, ctx)
-    assert type(manager._policy).__name__ == "ARCCachePolicy"
-    return manager
 
 
 def test_pending_in_at_edge_and_outside_the_window(env) -> None:
