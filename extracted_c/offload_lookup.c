@@ -59,6 +59,35 @@
       \forall uint8_t *c, integer n, p1, p2;
         leading_run(c, n, p1) && leading_run(c, n, p2) ==> p1 == p2;
 
+    // The reads of vLLM's loop, case by case (offload_reads is a function).
+    lemma reads_initial{L}:
+      \forall uint8_t *c, integer n, w, i0, k;
+        initial_window_holds(c, n, required_window(w, i0)) &&
+        offload_reads(c, n, w, i0, k) ==> k == required_window(w, i0);
+    lemma reads_all{L}:
+      \forall uint8_t *c, integer n, w, i0, k;
+        !initial_window_holds(c, n, required_window(w, i0)) &&
+        rightmost_miss(c, n, -1) && offload_reads(c, n, w, i0, k) ==> k == n;
+    lemma reads_at_miss{L}:
+      \forall uint8_t *c, integer n, w, i0, m, k;
+        !initial_window_holds(c, n, required_window(w, i0)) &&
+        rightmost_miss(c, n, m) && offload_reads(c, n, w, i0, k) ==>
+          reads_from_miss(c, n, w, m, k);
+    lemma reads_at_window{L}:
+      \forall uint8_t *c, integer n, w, m, e, k;
+        0 <= w && m >= 0 && rightmost_window(c, w, m, e) &&
+        reads_from_miss(c, n, w, m, k) ==> k == n - (e - w);
+    lemma reads_window{L}:
+      \forall uint8_t *c, integer n, w, i0, m, e, k;
+        0 <= w && !initial_window_holds(c, n, required_window(w, i0)) &&
+        rightmost_miss(c, n, m) && m >= 0 && rightmost_window(c, w, m, e) &&
+        offload_reads(c, n, w, i0, k) ==> k == n - (e - w);
+    lemma reads_lead{L}:
+      \forall uint8_t *c, integer n, w, i0, m, k;
+        !initial_window_holds(c, n, required_window(w, i0)) &&
+        rightmost_miss(c, n, m) && m >= 0 && !has_window(c, w, m) &&
+        offload_reads(c, n, w, i0, k) ==> k == n;
+
     // offload_stride_search and legacy_offload_scan both ensure
     // offload_answer, so they return the same value on every input.
     lemma offload_answer_unique{L}:
@@ -108,8 +137,10 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
             /*@ assert initial_window_holds(chunks, n, r); */
             /*@ assert gated(chunks, n - r, n, res); */
             /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-            /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-        return res;
+            /*@ assert reads_ok: \forall integer k;
+                  offload_reads(chunks, n, window, initial_window, k) ==>
+                    *probes - \at(*probes, Pre) <= k; */
+            return res;
         }
         idx--;
     }
@@ -119,6 +150,9 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
         /*@ assert !initial_window_holds(chunks, n, r); */
         /*@ assert answer_from_miss(chunks, n, window, -1, res); */
         /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
+        /*@ assert reads_ok: \forall integer k;
+              offload_reads(chunks, n, window, initial_window, k) ==>
+                *probes - \at(*probes, Pre) <= k; */
         return res;
     }
     m = idx;
@@ -133,6 +167,9 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
         /*@ assert answer_from_window(chunks, 0, m, m); */
         /*@ assert answer_from_miss(chunks, n, 0, m, m); */
         /*@ assert answer: offload_answer(chunks, n, window, initial_window, m); */
+        /*@ assert reads_ok: \forall integer k;
+              offload_reads(chunks, n, window, initial_window, k) ==>
+                *probes - \at(*probes, Pre) <= k; */
         return m;
     }
 
@@ -189,8 +226,10 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
             /*@ assert found_answer: answer_from_window(chunks, window, m, res); */
             /*@ assert found_spec: answer_from_miss(chunks, n, window, m, res); */
             /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-            /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-        return res;
+            /*@ assert reads_ok: \forall integer k;
+                  offload_reads(chunks, n, window, initial_window, k) ==>
+                    *probes - \at(*probes, Pre) <= k; */
+            return res;
         }
         /*@ assert miss_rules_out: chunks[j] == 0 &&
               \forall integer e; j < e <= bound ==> !window_ok(chunks, window, e); */
@@ -230,6 +269,9 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
         /*@ assert answer_from_lead(chunks, n, res); */
         /*@ assert answer_from_miss(chunks, n, window, m, res); */
         /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
+        /*@ assert reads_ok: \forall integer k;
+              offload_reads(chunks, n, window, initial_window, k) ==>
+                *probes - \at(*probes, Pre) <= k; */
         return res;
     } else {
         int64_t res = lead_pend ? OL_NONE : f;
@@ -238,6 +280,9 @@ int64_t OL_NAME(offload_stride_search)(OL_SOURCE, int64_t n, int64_t window, int
         /*@ assert answer_from_lead(chunks, n, res); */
         /*@ assert answer_from_miss(chunks, n, window, m, res); */
         /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
+        /*@ assert reads_ok: \forall integer k;
+              offload_reads(chunks, n, window, initial_window, k) ==>
+                *probes - \at(*probes, Pre) <= k; */
         return res;
     }
 }
@@ -319,8 +364,11 @@ int64_t legacy_offload_scan(const uint8_t *chunks, int64_t n, int64_t window, in
                   answer_from_window(chunks, window, gm, res) &&
                   answer_from_miss(chunks, n, window, gm, res); */
             /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-            /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
-        return res;
+            /*@ assert legacy_reads_window: idx + consecutive_hits < n ==>
+                  reads_from_miss(chunks, n, window, gm, *probes - \at(*probes, Pre)); */
+            /*@ assert legacy_reads: offload_reads(chunks, n, window, initial_window,
+                                                   *probes - \at(*probes, Pre)); */
+            return res;
         }
     }
     {
@@ -334,6 +382,12 @@ int64_t legacy_offload_scan(const uint8_t *chunks, int64_t n, int64_t window, in
               answer_from_lead(chunks, n, res) &&
               answer_from_miss(chunks, n, window, gm, res); */
         /*@ assert answer: offload_answer(chunks, n, window, initial_window, res); */
+        /*@ assert legacy_reads_all: consecutive_hits == n ==>
+              reads_from_miss(chunks, n, window, -1, *probes - \at(*probes, Pre)); */
+        /*@ assert legacy_reads_lead: consecutive_hits < n ==>
+              reads_from_miss(chunks, n, window, gm, *probes - \at(*probes, Pre)); */
+        /*@ assert legacy_reads: offload_reads(chunks, n, window, initial_window,
+                                               *probes - \at(*probes, Pre)); */
         return res;
     }
 }

@@ -108,6 +108,26 @@
          gated(c, n - required_window(w, i0), n, res)) &&
       (!initial_window_holds(c, n, required_window(w, i0)) ==>
          \exists integer m; answer_from_miss(c, n, w, m, res));
+
+    // ---- reads: how many chunks vLLM's loop asks about ------------------
+
+    // Given the rightmost miss m: vLLM reads [e - w, n) when it finds the
+    // window ending at e, else all n chunks.
+    predicate reads_from_miss{L}(uint8_t *c, integer n, integer w, integer m,
+                                 integer k) =
+      rightmost_miss(c, n, m) &&
+      (m == -1 ==> k == n) &&
+      (m >= 0 && has_window(c, w, m) ==>
+         \exists integer e; rightmost_window(c, w, m, e) && k == n - (e - w)) &&
+      (m >= 0 && !has_window(c, w, m) ==> k == n);
+
+    // k is the number of chunks legacy_offload_scan (vLLM) reads.
+    predicate offload_reads{L}(uint8_t *c, integer n, integer w, integer i0,
+                               integer k) =
+      (initial_window_holds(c, n, required_window(w, i0)) ==>
+         k == required_window(w, i0)) &&
+      (!initial_window_holds(c, n, required_window(w, i0)) ==>
+         \exists integer m; reads_from_miss(c, n, w, m, k));
 */
 
 /* offload_stride_search: the answer, reading each chunk at most once.
@@ -116,7 +136,8 @@
  * non-miss chunks ending at or before m, reading each candidate left to
  * right from its start and remembering what it read (a miss at j rules out
  * every window holding j); phase 3 reads the leading run, reusing phase 2.
- * Adds its reads to *probes (an accumulator): at most n. */
+ * Adds its reads to *probes (an accumulator): at most n, and never more
+ * than vLLM's loop reads (offload_reads, fewer_reads). */
 /*@ requires 0 <= n <= OL_MAX_CHUNKS;
     requires 0 <= window;
     requires 0 <= initial_window;
@@ -128,6 +149,9 @@
     ensures spec: offload_answer(chunks, n, window, initial_window, \result);
     ensures range: -1 <= \result <= n;
     ensures probe_bound: \old(*probes) <= *probes <= \old(*probes) + n;
+    ensures fewer_reads: \forall integer k;
+      offload_reads(chunks, n, window, initial_window, k) ==>
+        *probes - \old(*probes) <= k;
     behavior initial:
       assumes initial_window_holds(chunks, n,
                                    required_window(window, initial_window));
@@ -158,6 +182,8 @@ int64_t offload_stride_search(const uint8_t *chunks, int64_t n, int64_t window, 
     ensures spec: offload_answer(chunks, n, window, initial_window, \result);
     ensures range: -1 <= \result <= n;
     ensures probe_bound: \old(*probes) <= *probes <= \old(*probes) + n;
+    ensures reads: offload_reads(chunks, n, window, initial_window,
+                                 *probes - \old(*probes));
     behavior initial:
       assumes initial_window_holds(chunks, n,
                                    required_window(window, initial_window));
