@@ -48,34 +48,14 @@
       \forall integer x, y, a; 0 <= x <= y && 1 <= a ==> x * a <= y * a;
     lemma fa_mod_range:
       \forall integer x, p; 0 <= x && 1 <= p ==> 0 <= x % p < p;
-    lemma fa_round_multiple:
-      \forall integer x, p; 0 <= x && 1 <= p ==> (x - x % p) % p == 0;
-    lemma fa_div_mono:
-      \forall integer x, y, a; 0 <= x <= y && 1 <= a ==> x / a <= y / a;
-    lemma fa_mul_div:
-      \forall integer q, b; 0 <= q && 1 <= b ==> (q * b) / b == q;
+    lemma fa_mul_mod:
+      \forall integer q, a; 0 <= q && 1 <= a ==> (q * a) % a == 0;
+    lemma fa_mul_ge_left:
+      \forall integer p, b; 0 <= p && 1 <= b ==> p <= p * b;
     lemma fa_cdiv_nonneg:
       \forall integer h, b; 1 <= b && 0 <= h ==>
         0 <= h / b + (h % b == 0 ? 0 : 1);
 
-    // ---- full_answer is a function of the input ----------------------------
-    lemma fa_max_cached_prefix_unique{L}:
-      \forall uint8_t *c, integer limit, p, q;
-        max_cached_prefix(c, limit, p) && max_cached_prefix(c, limit, q) ==>
-          p == q;
-    lemma fine_tail_unique{L}:
-      \forall uint8_t *f, integer lo, hi, t1, t2;
-        fine_tail(f, lo, hi, t1) && fine_tail(f, lo, hi, t2) ==> t1 == t2;
-    // full_hit and legacy_full_scan both ensure full_answer, so they return
-    // the same (prefix, tail, hit_tokens, num_blocks) on every input.
-    lemma full_answer_unique{L}:
-      \forall uint8_t *c, integer nc, uint8_t *f, integer nf, integer ml,
-        integer bs, integer al, integer eg, integer p1, integer t1,
-        integer h1, integer b1, integer p2, integer t2, integer h2,
-        integer b2;
-        full_answer(c, nc, f, nf, ml, bs, al, eg, p1, t1, h1, b1) &&
-        full_answer(c, nc, f, nf, ml, bs, al, eg, p2, t2, h2, b2) ==>
-          p1 == p2 && t1 == t2 && h1 == h2 && b1 == b2;
 */
 
 /* The last three steps: EAGLE drop, round-down, and cdiv (pyspec finish).
@@ -102,9 +82,14 @@ static int64_t finish(int64_t raw, int64_t bs, int64_t align, int eagle, int64_t
     if (eagle && hit > 0) {
         hit -= align < bs ? align : bs;
     }
+    /*@ assert round_euclid: hit - hit % align == hit / align * align; */
+    /*@ assert round_mod: (hit / align * align) % align == 0; */
     hit -= hit % align;
     /*@ assert hit_le_cap: 0 <= hit <= cap * bs; */
-    /*@ assert div_mono: hit / bs <= (cap * bs) / bs; */
+    /*@ assert euclid: hit == hit / bs * bs + hit % bs && 0 <= hit % bs < bs; */
+    /*@ assert q_mono: hit / bs >= cap + 1 ==>
+          (cap + 1) * bs <= hit / bs * bs; */
+    /*@ assert cap_dist: (cap + 1) * bs == cap * bs + bs; */
     /*@ assert div_le: hit / bs <= cap; */
     /*@ assert exact: hit / bs == cap ==> hit % bs == 0; */
     *num_blocks = hit / bs + (hit % bs == 0 ? 0 : 1);
@@ -125,6 +110,7 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
         limit = n_cached;
     }
     /*@ assert limit_is: limit == phase1_limit(max_length, block_size, n_cached); */
+    /*@ assert limit_tokens: limit * block_size <= max_length; */
     /* Phase 1: the cached run of full blocks from block 0. */
     /*@ loop invariant 0 <= p <= limit;
         loop invariant all_cached(cached, 0, p);
@@ -141,19 +127,23 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
     }
     /*@ assert phase1: max_cached_prefix(cached, limit, p); */
     /*@ assert phase1_probes: probes == p + (p < limit ? 1 : 0); */
-    /*@ assert p_le_div: p <= max_length / block_size; */
+    /*@ assert p_mono: p * block_size <= limit * block_size; */
     /*@ assert phase1_tokens: p * block_size <= max_length; */
     raw = p * block_size;
     /* Phase 2 (fine-grained): the interior boundaries of block p, high to
      * low; the first hit wins. */
     if (alignment_tokens < block_size && block_size % alignment_tokens == 0) {
         int64_t scale = block_size / alignment_tokens;
-        int64_t lo = p * scale;
-        int64_t hi = lo + scale - 1;
+        int64_t lo;
+        int64_t hi;
         int64_t j;
         /*@ assert bs_split: block_size == scale * alignment_tokens; */
-        /*@ assert lo_tokens: lo * alignment_tokens == p * block_size; */
-        /*@ assert lo_fits: lo <= max_length / alignment_tokens; */
+        /*@ assert scale_pos: 1 <= scale; */
+        /*@ assert scale_le: scale <= scale * alignment_tokens; */
+        /*@ assert lo_tokens: p * scale * alignment_tokens == p * block_size; */
+        /*@ assert lo_le_tokens: p * scale <= p * scale * alignment_tokens; */
+        lo = p * scale;
+        hi = lo + (scale - 1); /* lo + scale may be 2^63 */
         if (hi > max_length / alignment_tokens) {
             hi = max_length / alignment_tokens;
         }
@@ -180,6 +170,8 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
         if (j >= lo) {
             tail = j;
             /*@ assert j_le_div: j + 1 <= max_length / alignment_tokens; */
+            /*@ assert tail_mono_ml: (j + 1) * alignment_tokens
+                    <= max_length / alignment_tokens * alignment_tokens; */
             /*@ assert tail_tokens: (j + 1) * alignment_tokens <= max_length; */
             /*@ assert tail_ge_unit: alignment_tokens <= (j + 1) * alignment_tokens; */
             /*@ assert tail_in_block: j + 1 <= lo + scale - 1; */
@@ -187,12 +179,21 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
                     <= (lo + scale - 1) * alignment_tokens; */
             /*@ assert tail_dist: (lo + scale - 1) * alignment_tokens
                     == lo * alignment_tokens + scale * alignment_tokens - alignment_tokens; */
+            /*@ assert cap_dist: (p + 1) * block_size == p * block_size + block_size; */
             /*@ assert tail_cap: (j + 1) * alignment_tokens
                     <= (p + 1) * block_size - alignment_tokens; */
             raw = (j + 1) * alignment_tokens;
         }
         /*@ assert tail_found: fine_tail(fine_cached, lo, hi, tail); */
+        /*@ assert tail_is: fine_tail(fine_cached,
+              fine_lo(p, block_size, alignment_tokens),
+              fine_hi(p, block_size, alignment_tokens, max_length, n_fine), tail); */
     }
+    /*@ assert raw_is: raw == raw_hit(p, tail, block_size, alignment_tokens); */
+    /*@ assert mode_tail: fine_mode(block_size, alignment_tokens) ?
+          fine_tail(fine_cached, fine_lo(p, block_size, alignment_tokens),
+            fine_hi(p, block_size, alignment_tokens, max_length, n_fine), tail)
+        : tail == -1; */
     /*@ assert raw_ge_unit: p >= 1 ==> block_size <= p * block_size; */
     hit = finish(raw, block_size, alignment_tokens, eagle, tail >= 0 ? p + 1 : p, &num_blocks);
     out->hit_tokens = hit;
@@ -218,6 +219,8 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
     if (phase1 > n_cached) {
         phase1 = n_cached; /* islice stops at the end of the view */
     }
+    /*@ assert legacy_limit: phase1 == phase1_limit(max_length, block_size, n_cached); */
+    /*@ assert phase1 * block_size <= max_length; */
     /* for block_hash in islice(full_block_hashes, max_length // block_size) */
     /*@ loop invariant 0 <= i <= phase1;
         loop invariant computed == i;
@@ -234,30 +237,40 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
         computed++;
     }
     /*@ assert max_cached_prefix(cached, phase1, computed); */
-    /*@ assert computed <= max_length / block_size; */
+    /*@ assert computed * block_size <= phase1 * block_size; */
     /*@ assert computed * block_size <= max_length; */
     /*@ assert computed >= 1 ==> block_size <= computed * block_size; */
     hit_length = computed * block_size;
     prefix = computed;
+    /*@ assert legacy_prefix: max_cached_prefix(cached,
+          phase1_limit(max_length, block_size, n_cached), prefix); */
     if (fine_grained) {
         int64_t scale_factor = block_size / alignment_tokens;
-        int64_t first_partial_idx = computed * scale_factor;
-        int64_t max_partial_idx = first_partial_idx + scale_factor - 1;
+        int64_t first_partial_idx;
+        int64_t max_partial_idx;
         int64_t fine_idx;
         /*@ assert block_size == scale_factor * alignment_tokens; */
-        /*@ assert first_partial_idx * alignment_tokens == computed * block_size; */
-        /*@ assert first_partial_idx <= max_length / alignment_tokens; */
+        /*@ assert 1 <= scale_factor; */
+        /*@ assert scale_factor <= scale_factor * alignment_tokens; */
+        /*@ assert computed * scale_factor * alignment_tokens == computed * block_size; */
+        /*@ assert computed * scale_factor <= computed * scale_factor * alignment_tokens; */
+        first_partial_idx = computed * scale_factor;
+        max_partial_idx = first_partial_idx + (scale_factor - 1);
         if (max_partial_idx > max_length / alignment_tokens) {
             max_partial_idx = max_length / alignment_tokens;
         }
         if (max_partial_idx > n_fine) {
             max_partial_idx = n_fine;
         }
+        /*@ assert legacy_range: first_partial_idx == fine_lo(prefix, block_size, alignment_tokens)
+              && max_partial_idx == fine_hi(prefix, block_size, alignment_tokens,
+                                            max_length, n_fine); */
         /* for fine_idx in range(max_partial_idx - 1, first_partial_idx - 1, -1) */
         /*@ loop invariant first_partial_idx - 1 <= fine_idx <= max_partial_idx - 1
                 || (fine_idx == max_partial_idx - 1 && max_partial_idx < first_partial_idx);
             loop invariant tail == -1;
             loop invariant computed == prefix;
+            loop invariant hit_length == prefix * block_size;
             loop invariant no_fine_hit(fine_cached, fine_idx + 1, max_partial_idx);
             loop invariant probes == prefix + (prefix < phase1 ? 1 : 0)
                                      + (max_partial_idx - 1 - fine_idx);
@@ -272,29 +285,40 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
             computed++;
             tail = fine_idx;
             /*@ assert fine_idx + 1 <= max_length / alignment_tokens; */
+            /*@ assert (fine_idx + 1) * alignment_tokens
+                    <= max_length / alignment_tokens * alignment_tokens; */
             /*@ assert (fine_idx + 1) * alignment_tokens <= max_length; */
             /*@ assert alignment_tokens <= (fine_idx + 1) * alignment_tokens; */
+            /*@ assert legacy_lo_tokens: first_partial_idx * alignment_tokens
+                    == prefix * block_size; */
             /*@ assert fine_idx + 1 <= first_partial_idx + scale_factor - 1; */
             /*@ assert (fine_idx + 1) * alignment_tokens
                     <= (first_partial_idx + scale_factor - 1) * alignment_tokens; */
             /*@ assert (first_partial_idx + scale_factor - 1) * alignment_tokens
                     == first_partial_idx * alignment_tokens + scale_factor * alignment_tokens
                        - alignment_tokens; */
+            /*@ assert (prefix + 1) * block_size == prefix * block_size + block_size; */
             /*@ assert (fine_idx + 1) * alignment_tokens
                     <= (prefix + 1) * block_size - alignment_tokens; */
             hit_length = (fine_idx + 1) * alignment_tokens;
             break;
         }
+        /*@ assert legacy_tail: fine_tail(fine_cached, first_partial_idx,
+                                          max_partial_idx, tail); */
     }
-    /* EAGLE: drop one hash unit when fine-grained, else one block. */
-    if (eagle && hit_length > 0) {
-        hit_length -= alignment_tokens < block_size ? alignment_tokens : block_size;
-    }
-    hit_length -= hit_length % alignment_tokens;
-    /*@ assert 0 <= hit_length <= computed * block_size; */
-    /*@ assert hit_length / block_size <= computed; */
-    /*@ assert hit_length / block_size == computed ==> hit_length % block_size == 0; */
-    num_blocks = hit_length / block_size + (hit_length % block_size == 0 ? 0 : 1);
+    /*@ assert legacy_mode_tail: fine_mode(block_size, alignment_tokens) ?
+          fine_tail(fine_cached, fine_lo(prefix, block_size, alignment_tokens),
+            fine_hi(prefix, block_size, alignment_tokens, max_length, n_fine), tail)
+        : tail == -1; */
+    /* EAGLE: drop one hash unit when fine-grained, else one block; round
+     * down to alignment_tokens; num_blocks = cdiv(hit_length, block_size)
+     * (the same three lines as full_hit's, in finish). */
+    /*@ assert legacy_raw: hit_length == raw_hit(prefix, tail, block_size, alignment_tokens); */
+    /*@ assert legacy_len: computed == prefix + (tail >= 0 ? 1 : 0); */
+    /*@ assert legacy_unit: eagle != 0 && hit_length > 0 ==>
+          fa_min(alignment_tokens, block_size) <= hit_length; */
+    /*@ assert hit_length <= computed * block_size; */
+    hit_length = finish(hit_length, block_size, alignment_tokens, eagle, computed, &num_blocks);
     /* del computed[num_blocks:] */
     if (computed > num_blocks) {
         computed = num_blocks;
@@ -306,3 +330,26 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
     out->probes = probes;
 }
 #endif /* FA_PROBE_INSTANCE */
+
+/* Stated after the functions so that their proofs do not carry these
+ * quantified lemmas. */
+/*@
+    // ---- full_answer is a function of the input ----------------------------
+    lemma fa_max_cached_prefix_unique{L}:
+      \forall uint8_t *c, integer limit, p, q;
+        max_cached_prefix(c, limit, p) && max_cached_prefix(c, limit, q) ==>
+          p == q;
+    lemma fine_tail_unique{L}:
+      \forall uint8_t *f, integer lo, hi, t1, t2;
+        fine_tail(f, lo, hi, t1) && fine_tail(f, lo, hi, t2) ==> t1 == t2;
+    // full_hit and legacy_full_scan both ensure full_answer, so they return
+    // the same (prefix, tail, hit_tokens, num_blocks) on every input.
+    lemma full_answer_unique{L}:
+      \forall uint8_t *c, integer nc, uint8_t *f, integer nf, integer ml,
+        integer bs, integer al, integer eg, integer p1, integer t1,
+        integer h1, integer b1, integer p2, integer t2, integer h2,
+        integer b2;
+        full_answer(c, nc, f, nf, ml, bs, al, eg, p1, t1, h1, b1) &&
+        full_answer(c, nc, f, nf, ml, bs, al, eg, p2, t2, h2, b2) ==>
+          p1 == p2 && t1 == t2 && h1 == h2 && b1 == b2;
+*/
