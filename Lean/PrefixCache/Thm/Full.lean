@@ -322,7 +322,8 @@ theorem fullHit_prefix_cached (c f : Nat → Bool) (nCached nFine maxLength bs a
 (`MaxCachedPrefix`, which has one solution: `maxCachedPrefix_unique`). -/
 theorem fullHit_prefix_maximal (c f : Nat → Bool) (nCached nFine maxLength bs align : Nat)
     (eagle : Bool) :
-    MaxCachedPrefix c (phase1Limit maxLength bs nCached) (fullHit c f nCached nFine maxLength bs align eagle).prefix := by
+    MaxCachedPrefix c (phase1Limit maxLength bs nCached)
+      (fullHit c f nCached nFine maxLength bs align eagle).prefix := by
   have h := scanRun_zero_maxCachedPrefix c (phase1Limit maxLength bs nCached)
   by_cases hm : fineMode bs align
   · rw [fullHit_fine hm, fullFinish_prefix]
