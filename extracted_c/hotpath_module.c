@@ -238,7 +238,7 @@ typedef struct {
     PyObject *cache;      /* new: hash_map._cache */
     PyObject *null_block; /* new: pool.null_block */
     PyObject *resolved;   /* new: resolve_block_hashes(...) */
-    PyObject *base;       /* borrowed from resolved: the list read */
+    PyObject *base;       /* new: the list read (resolved, or the list inside vLLM's view) */
     int64_t base_stride;  /* resolved[j] is base[(j + 1) * base_stride - 1] */
     int64_t resolved_len; /* len(resolved) */
 } call_view;
@@ -252,6 +252,7 @@ view_release(call_view *v)
     Py_XDECREF(v->cache);
     Py_XDECREF(v->null_block);
     Py_XDECREF(v->resolved);
+    Py_XDECREF(v->base);
 }
 
 /* An exact int into *out, else delegate; -1 (an exception) only on error. */
@@ -333,7 +334,7 @@ read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
         }
     }
     /* vLLM's block-size view over a list is read in that list directly. */
-    v->base = v->resolved;
+    v->base = Py_NewRef(v->resolved);
     v->base_stride = 1;
     if (self->view_type != Py_None && Py_TYPE(v->resolved) == (PyTypeObject *)self->view_type) {
         PyObject *inner = PyObject_GetAttr(v->resolved, s_view_hashes);
@@ -342,13 +343,15 @@ read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
         int ok = scale != NULL && PyList_CheckExact(inner)
                  && exact_int(scale, 1, PC_MAX_BLOCKS, &stride);
         Py_XDECREF(scale);
-        Py_XDECREF(inner); /* resolved keeps its list alive */
         if (PyErr_Occurred()) {
+            Py_XDECREF(inner);
             return FAST_ERROR;
         }
         if (ok) {
-            v->base = inner;
+            Py_SETREF(v->base, inner); /* owned: the view may be changed meanwhile */
             v->base_stride = stride;
+        } else {
+            Py_XDECREF(inner);
         }
     }
     if (PyList_CheckExact(v->base)) {
