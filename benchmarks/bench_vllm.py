@@ -1007,6 +1007,28 @@ def _free_lookups(record_from: Patch) -> tuple[Patch, Patch]:
             Patch(free(SlidingWindowManager), free(FullAttentionManager)))
 
 
+NO_AHEAD = "ours, read-ahead off"
+
+
+def _read_ahead_off(fn: Callable[[], Any]) -> Callable[[], Any] | None:
+    """``fn`` run with the native pool probe's read-ahead off, or None when
+    it is not on (another CPython, or its dict-layout self-test failed)."""
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    if not module.read_ahead(True):
+        return None
+
+    def off() -> Any:
+        module.read_ahead(False)
+        try:
+            return fn()
+        finally:
+            module.read_ahead(True)
+
+    return off
+
+
 def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hit_rate: float,
                     rounds: int, rng: random.Random, swa_groups: int = 1) -> dict[str, Any]:
     """``KVCacheManager.get_computed_blocks`` for a batch of waiting requests
@@ -1094,6 +1116,12 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         results[f"{name} (timed path)"] = call_checked(
             impls.table[name], impls.core_of(name), batch, n_requests * per_request)
     results["both_free"] = call_checked(both_free, None, batch)
+    # The same native lookups with the pool probe's read-ahead off
+    # (extracted_c/hotpath_pool.c): what the prefetching is worth here.
+    ahead_off = _read_ahead_off(batch) if impls.core_of("ours") == "native" else None
+    if ahead_off is not None:
+        per_request = 1 + impls.table["ours"].full_replaced
+        results[NO_AHEAD] = call_checked(impls.table["ours"], "native", ahead_off, n_requests * per_request)
     ref = results["vllm"]
     for name in results:
         for (blocks_a, tok_a, _), (blocks_b, tok_b, _) in zip(results[name], ref):
@@ -1101,6 +1129,8 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
                 raise AssertionError(f"scheduler level: {name} disagrees with vLLM")
     jobs: dict[str, Job] = {name: (impls.table[name], batch) for name in names}
     jobs["both_free"] = (both_free, batch)
+    if ahead_off is not None:
+        jobs[NO_AHEAD] = (impls.table["ours"], ahead_off)
     samples, _ = time_interleaved([jobs], rounds, 0.0)
     med = {k: statistics.median(v) / 1e6 for k, v in samples.items()}
     row = {
@@ -1130,6 +1160,7 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         "lookup_ns_per_block": {k: (v - med["both_free"]) * 1e6 / (n_requests * n)
                                 for k, v in med.items() if k != "both_free"},
         "quartiles_ms": {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()},
+        "read_ahead_speedup": med[NO_AHEAD] / med["ours"] if NO_AHEAD in med else None,
     }
     row["target"] = {"want": SCHED_SPEEDUP, "ok": row["speedup"] >= SCHED_SPEEDUP}
     return row
@@ -1736,7 +1767,9 @@ def print_issue12(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[
               f"batch ({s['requests'] * s['context_tokens'] // BS:,} distinct blocks) over that floor: "
               + ", ".join(f"{k} {v:.0f} ns" for k, v in s["lookup_ns_per_block"].items())
               + "; get_cached_block calls per batch (counted through a wrapped probe): "
-              + ", ".join(f"{k} {v}" for k, v in s["probes_per_batch"].items()))
+              + ", ".join(f"{k} {v}" for k, v in s["probes_per_batch"].items())
+              + (f"; ours with the pool probe's read-ahead off {m[NO_AHEAD]:.2f} ms (read-ahead: "
+                 f"{s['read_ahead_speedup']:.2f}x)" if s.get("read_ahead_speedup") else ""))
     m = step["median_ms"]
     print(f"scheduler step: {step['scheduler']}.schedule() ({step['coordinator']}, {step['groups']}, window "
           f"{step['window_tokens']}), {step['requests']} waiting requests of {step['prompt_tokens'][0]:,}.."

@@ -881,7 +881,28 @@ totals(PyObject *module, PyObject *unused)
     return Py_BuildValue("{sKsK}", "native", total_native, "delegated", total_delegated);
 }
 
+static PyObject *
+read_ahead(PyObject *module, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    int was;
+
+    (void)module;
+    if (on < 0) {
+        return NULL;
+    }
+    was = pool_ahead_set(on);
+    if (was < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef hotpath_methods[] = {
+    {"read_ahead", read_ahead, METH_O,
+     PyDoc_STR("read_ahead(on) -> bool: turn the read-ahead of consecutive pool reads off, or "
+               "on again if its dict-layout self-test passes; returns whether it was on "
+               "(answers never depend on it; for benchmarks)")},
     {"offload_lookup", (PyCFunction)(void (*)(void))offload_lookup, METH_FASTCALL,
      PyDoc_STR("offload_lookup(lookup, keys, req_context, window, initial_window, hit, "
                "pending, miss) -> int | None | NotImplemented: vLLM's "
@@ -947,7 +968,7 @@ PyInit__hotpath(void)
 {
     PyObject *m;
 
-    if (intern_names() < 0 || PyType_Ready(&LookupType) < 0) {
+    if (intern_names() < 0 || PyType_Ready(&LookupType) < 0 || pool_ahead_selftest() < 0) {
         return NULL;
     }
     m = PyModule_Create(&hotpath_module);

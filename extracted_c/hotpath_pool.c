@@ -11,12 +11,18 @@
 void
 pool_probe_init(pool_probe *c)
 {
+    int k;
+
     memset(c, 0, offsetof(pool_probe, idx_stack));
     c->suffix = c->suffix_stack;
     c->log_idx = c->idx_stack;
     c->log_blocks = c->blocks_stack;
     c->stride = 1;
     c->fine_stride = 1;
+    c->last_at = -1;
+    for (k = 0; k < POOL_AHEAD_RING; k++) {
+        c->ahead[k].at = -1;
+    }
 }
 
 int
@@ -74,6 +80,11 @@ pool_probe_release(pool_probe *c)
 {
     Py_ssize_t k;
 
+    for (k = 0; k < POOL_AHEAD_RING; k++) {
+        c->ahead[k].at = -1;
+        Py_CLEAR(c->ahead[k].item);
+    }
+    c->last_at = -1;
     if (c->log_blocks != NULL) {
         for (k = 0; k < c->log_len * c->ngroups; k++) {
             Py_XDECREF(c->log_blocks[k]);
@@ -130,6 +141,319 @@ log_reserve(pool_probe *c)
     return 0;
 }
 
+/* ---- Read-ahead -----------------------------------------------------------
+ *
+ * The full-attention scan reads thousands of consecutive hashes, each a
+ * chain of dependent cache misses (the hash's bytes, the dict's index slot,
+ * its entry, the stored key, the block). When reads go one position at a
+ * time (up or down), the reads ahead of the current one are fetched in
+ * stages: the hash object AHEAD_OBJECT reads ahead; the key hashes (kept,
+ * so the real read does not hash again) and their index slots AHEAD_HASH
+ * ahead; the entries AHEAD_ENTRY ahead; the stored keys and blocks
+ * AHEAD_VALUE ahead. Only prefetches and reads of memory the dict owns:
+ * what a read answers never depends on them (the real read is the same
+ * _PyDict_GetItem_KnownHash with the same hash). A kept hash is
+ * used only for the very object it was computed from (held until then; bytes
+ * are immutable). The dict layout below is CPython 3.11/3.12's; a self-test
+ * (pool_ahead_selftest) checks it on a real dict at import and turns the
+ * read-ahead off if it does not hold. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#define POOL_AHEAD_BUILD 1
+/* Include/internal/pycore_dict.h, struct _dictkeysobject, 3.11 and 3.12. */
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind;
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[]; /* then the entries */
+} ahead_keys;
+typedef struct {
+    Py_hash_t me_hash;
+    PyObject *me_key;
+    PyObject *me_value;
+} ahead_entry;
+#define AHEAD_KEYS_GENERAL 0
+#define AHEAD_KEY_MAX 60
+/* How far ahead (in reads) each stage runs (docs/hot-path.md). */
+#ifndef AHEAD_OBJECT
+#define AHEAD_OBJECT 24
+#define AHEAD_HASH 16
+#define AHEAD_ENTRY 10
+#define AHEAD_VALUE 5
+#endif
+#else
+#define POOL_AHEAD_BUILD 0
+#endif
+
+static int pool_ahead_ok = 0;
+
+#if POOL_AHEAD_BUILD
+#define AHEAD_FETCH(p) __builtin_prefetch((const void *)(p))
+
+/* The dict's keys object when it has the general layout, else NULL. */
+static ahead_keys *
+ahead_keys_of(PyObject *dict)
+{
+    ahead_keys *keys = (ahead_keys *)((PyDictObject *)dict)->ma_keys;
+    if (keys->dk_kind != AHEAD_KEYS_GENERAL || keys->dk_log2_index_bytes < keys->dk_log2_size
+        || keys->dk_log2_index_bytes - keys->dk_log2_size > 3) {
+        return NULL;
+    }
+    return keys;
+}
+
+/* The address of hash h's first index slot, and the index it holds. */
+static const char *
+ahead_slot(const ahead_keys *keys, Py_hash_t h)
+{
+    size_t mask = ((size_t)1 << keys->dk_log2_size) - 1;
+    int width = keys->dk_log2_index_bytes - keys->dk_log2_size;
+    return keys->dk_indices + (((size_t)h & mask) << width);
+}
+
+static Py_ssize_t
+ahead_index(const ahead_keys *keys, const char *slot)
+{
+    switch (keys->dk_log2_index_bytes - keys->dk_log2_size) {
+    case 0: return ((const int8_t *)slot)[0];
+    case 1: return ((const int16_t *)(const void *)slot)[0];
+    case 2: return ((const int32_t *)(const void *)slot)[0];
+    default: return (Py_ssize_t)((const int64_t *)(const void *)slot)[0];
+    }
+}
+
+static const ahead_entry *
+ahead_entries(const ahead_keys *keys)
+{
+    return (const ahead_entry *)(const void *)(keys->dk_indices
+                                               + ((size_t)1 << keys->dk_log2_index_bytes));
+}
+
+/* The ring slot of list position t, read as hashes[(index + 1) * stride - 1]:
+ * consecutive indexes take consecutive slots whatever the stride. */
+static pool_ahead_slot *
+ahead_slot_of(pool_probe *c, int64_t t, int64_t stride)
+{
+    return &c->ahead[((t + 1) / stride) & (POOL_AHEAD_RING - 1)];
+}
+
+/* Stage 2: hash position t's keys (kept) and fetch their index slots. */
+static void
+ahead_hash(pool_probe *c, int64_t t, int64_t stride)
+{
+    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
+    PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
+    ahead_keys *keys = ahead_keys_of(c->cache);
+    char buf[AHEAD_KEY_MAX + 4];
+    Py_ssize_t len, g;
+
+    if (s->at == t && s->item == item) {
+        return;
+    }
+    s->at = -1;
+    Py_CLEAR(s->item);
+    if (keys == NULL || !PyBytes_CheckExact(item) || PyBytes_GET_SIZE(item) > AHEAD_KEY_MAX) {
+        return;
+    }
+    len = PyBytes_GET_SIZE(item);
+    memcpy(buf, PyBytes_AS_STRING(item), (size_t)len);
+    for (g = 0; g < c->ngroups; g++) {
+        memcpy(buf + len, c->suffix[g], 4);
+        s->hash[g] = _Py_HashBytes(buf, len + 4);
+        s->ix[g] = -1;
+        AHEAD_FETCH(ahead_slot(keys, s->hash[g]));
+    }
+    Py_INCREF(item);
+    s->item = item;
+    s->at = t;
+}
+
+/* Stage 3: read position t's index slots and fetch their entries. */
+static void
+ahead_entry_of(pool_probe *c, int64_t t, int64_t stride)
+{
+    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
+    ahead_keys *keys = ahead_keys_of(c->cache);
+    Py_ssize_t g, ix;
+
+    if (s->at != t || keys == NULL) {
+        return;
+    }
+    for (g = 0; g < c->ngroups; g++) {
+        ix = ahead_index(keys, ahead_slot(keys, s->hash[g]));
+        if (ix >= 0 && ix < keys->dk_nentries) {
+            s->ix[g] = ix;
+            AHEAD_FETCH(&ahead_entries(keys)[ix]);
+            AHEAD_FETCH((const char *)&ahead_entries(keys)[ix] + sizeof(ahead_entry) - 1);
+        }
+    }
+}
+
+/* Stage 4: fetch position t's stored keys and blocks. */
+static void
+ahead_value(pool_probe *c, int64_t t, int64_t stride)
+{
+    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
+    ahead_keys *keys = ahead_keys_of(c->cache);
+    const ahead_entry *e;
+    Py_ssize_t g;
+
+    if (s->at != t || keys == NULL) {
+        return;
+    }
+    for (g = 0; g < c->ngroups; g++) {
+        if (s->ix[g] >= 0 && s->ix[g] < keys->dk_nentries) {
+            e = &ahead_entries(keys)[s->ix[g]];
+            if (e->me_hash == s->hash[g] && e->me_key != NULL) {
+                AHEAD_FETCH(e->me_key);
+                AHEAD_FETCH((const char *)e->me_key + 64);
+                AHEAD_FETCH(e->me_value);
+            }
+        }
+    }
+}
+
+/* Read-ahead around a read of list position at (see above). */
+static void
+pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
+{
+    int64_t step = at - c->last_at;
+    int64_t end = limit * stride; /* positions past it are never read */
+    int64_t t;
+
+    c->last_at = at;
+    if (!pool_ahead_ok || !c->hashes_is_list || c->ngroups > POOL_AHEAD_GROUPS
+        || (step != stride && step != -stride)) {
+        return;
+    }
+    if (end > PyList_GET_SIZE(c->hashes)) {
+        end = PyList_GET_SIZE(c->hashes);
+    }
+    t = at + AHEAD_OBJECT * step;
+    if (t >= 0 && t < end) {
+        PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
+        AHEAD_FETCH(item);
+        AHEAD_FETCH((const char *)item + 64);
+    }
+    t = at + AHEAD_HASH * step;
+    if (t >= 0 && t < end) {
+        ahead_hash(c, t, stride);
+    }
+    t = at + AHEAD_ENTRY * step;
+    if (t >= 0 && t < end) {
+        ahead_entry_of(c, t, stride);
+    }
+    t = at + AHEAD_VALUE * step;
+    if (t >= 0 && t < end) {
+        ahead_value(c, t, stride);
+    }
+}
+
+/* The kept hash of item + suffix[g] when position at was hashed ahead from
+ * this very object, else -1. */
+static Py_hash_t
+ahead_kept_hash(pool_probe *c, int64_t at, int64_t stride, PyObject *item, Py_ssize_t g)
+{
+    pool_ahead_slot *s = ahead_slot_of(c, at, stride);
+    if (s->at == at && s->item == item && g < POOL_AHEAD_GROUPS) {
+        return s->hash[g];
+    }
+    return -1;
+}
+#else
+static void
+pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
+{
+    (void)c;
+    (void)at;
+    (void)stride;
+    (void)limit;
+}
+
+static Py_hash_t
+ahead_kept_hash(pool_probe *c, int64_t at, int64_t stride, PyObject *item, Py_ssize_t g)
+{
+    (void)c;
+    (void)at;
+    (void)stride;
+    (void)item;
+    (void)g;
+    return -1;
+}
+#endif
+
+int
+pool_ahead_selftest(void)
+{
+#if POOL_AHEAD_BUILD
+    PyObject *dict, *key;
+    ahead_keys *keys;
+    const ahead_entry *e;
+    Py_ssize_t ix;
+    Py_hash_t h;
+    char buf[36];
+    int k, found = 0, n = 512;
+
+    pool_ahead_ok = 0;
+    dict = PyDict_New();
+    if (dict == NULL) {
+        return -1;
+    }
+    for (k = 0; k < n; k++) {
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, &k, sizeof k);
+        key = PyBytes_FromStringAndSize(buf, sizeof buf);
+        if (key == NULL || PyDict_SetItem(dict, key, Py_None) < 0) {
+            Py_XDECREF(key);
+            Py_DECREF(dict);
+            return -1;
+        }
+        Py_DECREF(key);
+    }
+    keys = ahead_keys_of(dict);
+    for (k = 0; keys != NULL && k < n; k++) {
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, &k, sizeof k);
+        h = _Py_HashBytes(buf, (Py_ssize_t)sizeof buf);
+        ix = ahead_index(keys, ahead_slot(keys, h));
+        if (ix < 0 || ix >= keys->dk_nentries) {
+            continue;
+        }
+        e = &ahead_entries(keys)[ix];
+        if (e->me_hash == h && e->me_value == Py_None && PyBytes_CheckExact(e->me_key)
+            && memcmp(PyBytes_AS_STRING(e->me_key), buf, sizeof buf) == 0) {
+            found++;
+        }
+    }
+    Py_DECREF(dict);
+    /* Most keys sit in their first slot when the layout is right; none
+     * would match by chance otherwise. */
+    pool_ahead_ok = found >= n / 2;
+    return pool_ahead_ok;
+#else
+    return 0;
+#endif
+}
+
+int
+pool_ahead_set(int on)
+{
+    static int layout = -1; /* the self-test's result, once known */
+    int was = pool_ahead_ok;
+
+    if (on && layout < 0) {
+        layout = pool_ahead_selftest();
+        if (layout < 0) {
+            return -1;
+        }
+    }
+    pool_ahead_ok = on && layout;
+    return was;
+}
+
 /* The key of one read: hash + suffix. On CPython 3.11/3.12 one bytes
  * object per lookup is refilled for every read (c->key, which only this
  * file ever references) and its hash is computed as bytes_hash computes it,
@@ -138,7 +462,7 @@ log_reserve(pool_probe *c)
  * (reused) or a new one (*fresh set); NULL with an exception set. */
 static PyObject *
 make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
-         Py_hash_t *key_hash, int *fresh)
+         Py_hash_t kept, Py_hash_t *key_hash, int *fresh)
 {
     PyObject *key;
     char *buf;
@@ -164,8 +488,9 @@ make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned ch
     memcpy(buf, hash, (size_t)hash_len);
     memcpy(buf + hash_len, suffix, 4);
 #if PY_VERSION_HEX < 0x030D0000
-    *key_hash = _Py_HashBytes(buf, hash_len + 4);
+    *key_hash = kept != -1 ? kept : _Py_HashBytes(buf, hash_len + 4);
 #else
+    (void)kept;
     *key_hash = -1;
 #endif
     return key;
@@ -175,7 +500,7 @@ make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned ch
  * (no exception) or NULL with an exception set. */
 static PyObject *
 read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
-           int *miss)
+           Py_hash_t kept, int *miss)
 {
     PyObject *key;
     PyObject *block;
@@ -183,7 +508,7 @@ read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned 
     int fresh;
     int truth;
 
-    key = make_key(c, hash, hash_len, suffix, &key_hash, &fresh);
+    key = make_key(c, hash, hash_len, suffix, kept, &key_hash, &fresh);
     if (key == NULL) {
         return NULL;
     }
@@ -256,6 +581,7 @@ probe_at(pool_probe *c, int64_t index, int64_t stride, int64_t limit, int64_t lo
             c->status = PROBE_ERROR;
             return 0;
         }
+        pool_ahead(c, at, stride, limit);
         item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)at); /* borrowed */
     } else {
         owned = item = PySequence_GetItem(c->hashes, (Py_ssize_t)at);
@@ -279,7 +605,7 @@ probe_at(pool_probe *c, int64_t index, int64_t stride, int64_t limit, int64_t lo
     slot = c->log_blocks + c->log_len * c->ngroups;
     for (g = 0; g < c->ngroups; g++) {
         slot[g] = read_block(c, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), c->suffix[g],
-                             &miss);
+                             ahead_kept_hash(c, at, stride, item, g), &miss);
         if (slot[g] == NULL) {
             while (g > 0) {
                 g--;

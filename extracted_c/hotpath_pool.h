@@ -41,6 +41,18 @@ enum probe_status {
     PROBE_UNSUPPORTED = 2, /* an input the fast path does not model */
 };
 
+/* Read-ahead ring: reads in flight (a power of two > AHEAD_HASH, hotpath_pool.c). */
+#define POOL_AHEAD_RING 32
+/* Groups whose reads are fetched ahead; more groups: no read-ahead. */
+#define POOL_AHEAD_GROUPS 4
+
+typedef struct {
+    int64_t at;                           /* list position, or -1 */
+    PyObject *item;                       /* owned: hashes[at] when hashed */
+    Py_hash_t hash[POOL_AHEAD_GROUPS];    /* hash of item + suffix[g] */
+    Py_ssize_t ix[POOL_AHEAD_GROUPS];     /* its dict entry guess, or -1 */
+} pool_ahead_slot;
+
 typedef struct {
     /* What to read (set by the caller; borrowed references). */
     PyObject *hashes;     /* a list, or any sequence */
@@ -67,6 +79,11 @@ typedef struct {
     Py_ssize_t log_len;
     Py_ssize_t log_cap;
     int log_on_heap;
+    /* Read-ahead (pool_ahead): the last list position read, and for the
+     * positions ahead of it their hash object (owned) and key hashes. */
+    int64_t last_at;
+    int ahead_on;
+    pool_ahead_slot ahead[POOL_AHEAD_RING];
     int64_t idx_stack[POOL_LOG_STACK];
     PyObject *blocks_stack[POOL_LOG_STACK];
     unsigned char suffix_stack[POOL_SUFFIX_STACK][4];
@@ -95,5 +112,13 @@ uint8_t pool_probe_fine(void *ctx, int64_t j);
  * not trusted). */
 PyObject *pool_answer_list(pool_probe *c, Py_ssize_t g, PyObject *null_block,
                            int64_t first_real, int64_t end, int64_t tail);
+
+/* Read-ahead of consecutive reads (hotpath_pool.c): a self-test of the
+ * dict layout it assumes turns it on (1) or leaves it off (0); -1 with an
+ * exception set. pool_ahead_set(0) turns it off, pool_ahead_set(1) runs the
+ * self-test again; both return whether it was on. Answers never depend on
+ * it, only the time. */
+int pool_ahead_selftest(void);
+int pool_ahead_set(int on);
 
 #endif /* HOTPATH_POOL_H */

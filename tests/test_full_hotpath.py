@@ -219,3 +219,36 @@ def test_no_reference_leak(native) -> None:
             FullAttentionManager.find_longest_cache_hit(**_args(case, max_length, eagle))
     assert [sys.getrefcount(b) for b in blocks + nulls] == before
     CASE_COUNTS["full attention, native lookups without a leak"] += (200 if QUICK else 1000) * len(calls)
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_read_ahead_changes_no_answer(native, ahead) -> None:
+    """The pool probe's read-ahead (prefetches, and key hashes kept for the
+    reads ahead; extracted_c/hotpath_pool.c) changes the time only: long
+    cached runs read with it off and on give vLLM's answer, answered in C.
+    On CPython 3.11/3.12 its dict-layout self-test passes, so it is on by
+    default; elsewhere it is off and asking for it reports off."""
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    was_on = module.read_ahead(True)
+    assert was_on == (sys.version_info[:2] in ((3, 11), (3, 12))), was_on
+    module.read_ahead(ahead)
+    try:
+        rng = random.Random(20261202)
+        count = 0
+        with count_native() as path:
+            for trial in range(6 if QUICK else 24):
+                length = rng.randrange(200, 3000)
+                # Mostly cached, a few misses: long consecutive runs.
+                combined = [rng.random() < 0.995 for _ in range(length)]
+                groups = [0] if trial % 3 else sorted(rng.sample(range(4), 2))
+                masks = {g: list(combined) for g in groups}
+                case = Case(masks, 16, 16, 16, salt=trial.to_bytes(4, "big"))
+                for max_length in (length * 16, rng.randrange(length * 16 + 1)):
+                    _same(case, max_length, rng.random() < 0.5)
+                    count += 1
+        assert path["native"] == count and path["delegated"] == 0, (path, count)
+    finally:
+        module.read_ahead(was_on)
+    CASE_COUNTS[f"full attention, native vs vLLM, read-ahead {'on' if ahead else 'off'}"] += count
