@@ -115,7 +115,7 @@ lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN)
 $(LIB_ASAN): $(C_SRC)
 	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(C_UNITS)
-	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
+	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 
 $(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
 	mkdir -p $(dir $@)
@@ -123,7 +123,7 @@ $(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
 		-Iextracted_c -o $@ $(HOTPATH_ASAN_SRC)
-	nm -D $@ | grep -q __asan_report || { echo "$@ is not instrumented"; exit 1; }
+	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
 	mkdir -p $(dir $@)
