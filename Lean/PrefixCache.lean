@@ -44,9 +44,13 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `fullHit_trim`, `fullHit_blocks_exist`, `legacyFullScan_eq_fullHit`;
   for vLLM's KV-offload sliding-window lookup (`Spec/Offload.lean`)
   `scanTri_bounds`, `scanTri_nonMiss`, `scanTri_miss`, `scanTri_noPending`,
-  `scanTriProbes_le`, `strideLoop2_fuel`, `offloadLookup_sound` (the
-  equalities `OffloadStrideEqLegacy` / `OffloadLegacyEqLookup` are stated,
-  proved only of the C twins).
+  `scanTriProbes_le`, `strideLoop2_fuel`, `offloadLookup_sound`,
+  `offloadLookup_answer` (optimality: the rightmost window),
+  `offloadAnswer_unique`, `legacyOffloadScan_eq_offloadLookup`,
+  `offloadStrideSearch_eq_legacyOffloadScan` (issue #13's
+  `OffloadLegacyEqLookup` / `OffloadStrideEqLegacy`, proved by
+  `offloadLegacyEqLookup_holds` / `offloadStrideEqLegacy_holds`),
+  `offloadLookup_none_iff`.
 * `Export`: C entry points over a byte mask, and scalar-only ones over a
   64-bit mask (for ctypes, `tests/test_lean_ffi.py`).
 

@@ -1,14 +1,18 @@
 """Every Lean statement of ``Lean/PrefixCache/Thm/Offload.lean`` as an
-executable property (no Lean toolchain runs here).
+executable property (no Lean toolchain runs here, so the Lean proofs are not
+machine-checked on this machine; these tests make sure every statement
+proved there is at least true on every small case).
 
 ``_lean_*`` functions transcribe ``Lean/PrefixCache/Spec/Offload.lean`` line
 for line (the cache is a total function ``c(i)``; chunks at or beyond ``n``
 are padding the functions must never depend on, checked by running each
 case with two different paddings). ``test_lean_transcription_matches_pyspec``
 checks the transcription computes what pyspec computes; each
-``test_<theoremName>`` checks the statement quoted in its docstring, and
-``test_OffloadStrideEqLegacy`` / ``test_OffloadLegacyEqLookup`` the two
-statements Lean only states (proved of the C twins by WP).
+``test_<theoremName>`` checks the statement quoted in its docstring.
+``test_OffloadStrideEqLegacy`` / ``test_OffloadLegacyEqLookup`` check the two
+equalities of issue #13, proved in Lean (``offloadStrideSearch_eq_legacyOffloadScan``,
+``legacyOffloadScan_eq_offloadLookup``: both loops meet the one declarative
+answer ``OffloadAnswer``, ``test_OffloadAnswer``) and of the C twins by WP.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ def _lean_offload_lookup(c: C, n: int, w: int, initial: int | None) -> int | Non
 
 
 def _lean_legacy_loop(c: C, w: int, k: int, hits: int, pend: bool, req: int) -> int | None:
+    """``offloadLegacyLoop`` (vLLM's loop, ``k`` chunks left)."""
     while k > 0:
         k -= 1
         if c(k) == 0:
@@ -198,7 +203,8 @@ def test_lean_transcription_matches_pyspec() -> None:
 
 
 def test_OffloadStrideEqLegacy() -> None:
-    """``offloadStrideSearch c n w initial = legacyOffloadScan c n w initial``."""
+    """``offloadStrideSearch_eq_legacyOffloadScan`` (and ``OffloadStrideEqLegacy``):
+    ``offloadStrideSearch c n w initial = legacyOffloadScan c n w initial``."""
     count = 0
     for mask, w, initial in small_cases(7):
         c = _fn(mask, 1)
@@ -208,10 +214,14 @@ def test_OffloadStrideEqLegacy() -> None:
 
 
 def test_OffloadLegacyEqLookup() -> None:
-    """``legacyOffloadScan c n w initial = offloadLookup c n w initial``."""
+    """``legacyOffloadScan_eq_offloadLookup`` (and ``OffloadLegacyEqLookup``):
+    ``legacyOffloadScan c n w initial = offloadLookup c n w initial``; also
+    ``offloadStrideSearch_eq_offloadLookup``."""
     for mask, w, initial in small_cases(7):
         c = _fn(mask, 2)
-        assert _lean_legacy(c, len(mask), w, initial) == _lean_offload_lookup(c, len(mask), w, initial)
+        want = _lean_offload_lookup(c, len(mask), w, initial)
+        assert _lean_legacy(c, len(mask), w, initial) == want
+        assert _lean_stride(c, len(mask), w, initial) == want
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -221,7 +231,7 @@ def test_OffloadLegacyEqLookup() -> None:
     initial=st.one_of(st.none(), st.integers(0, 50)),
 )
 def test_equalities_large(mask: list[int], w: int, initial: int | None) -> None:
-    """Both stated equalities, and pyspec's functions, on long masks."""
+    """Both equalities, and pyspec's functions, on long masks."""
     c = _fn(mask, 1)
     n = len(mask)
     want = _lean_offload_lookup(c, n, w, initial)
@@ -343,3 +353,236 @@ def test_scanTri_of_miss_of_hit_and_bool_splits() -> None:
                 assert a is True and b is True
             if not (a or b):
                 assert a is False and b is False
+
+
+# ---- the proofs of issue #13: helpers, characterisations, OffloadAnswer ----
+
+
+def _non_miss(c: C, s: int, e: int) -> bool:
+    return all(c(i) != 0 for i in range(s, e))
+
+
+def _no_window_in(c: C, w: int, lo: int, hi: int) -> bool:
+    """``NoWindowIn c w lo hi``: no ``e`` in ``(lo, hi]`` with ``w ≤ e`` and
+    ``[e - w, e)`` non-miss."""
+    return not any(w <= e and _non_miss(c, e - w, e) for e in range(lo + 1, hi + 1))
+
+
+def _window_answer(c: C, w: int, m: int, a: int | None) -> bool:
+    """Clause 3: ``e`` ends the rightmost window of ``w`` non-miss chunks at or
+    before ``m`` and ``a`` is its gate."""
+    return any(
+        _non_miss(c, e - w, e) and _no_window_in(c, w, e, m) and a == _gate(_pending_in(c, e - w, w), e)
+        for e in range(w, m + 1)
+    )
+
+
+def _lead_answer(c: C, a: int | None, hi: int) -> bool:
+    """Clause 4: ``[0, p)`` non-miss, chunk ``p ≤ hi`` a miss, ``a`` its gate."""
+    return any(
+        _non_miss(c, 0, p) and c(p) == 0 and a == _gate(_pending_in(c, 0, p), p) for p in range(hi + 1)
+    )
+
+
+def _offload_answer(c: C, n: int, w: int, initial: int | None, a: int | None) -> bool:
+    """``OffloadAnswer c n w initial a`` (Lean), the C predicate ``offload_answer``."""
+    r = _required(w, initial)
+    if 1 <= r <= n and _non_miss(c, n - r, n) and a == _gate(_pending_in(c, n - r, r), n):
+        return True
+    if (r < 1 or n < r) and _non_miss(c, 0, n) and a == _gate(_pending_in(c, 0, n), n):
+        return True
+    for m in range(n):
+        if not (c(m) == 0 and _non_miss(c, m + 1, n) and (r < 1 or _sub(n, r) <= m)):
+            continue
+        if _window_answer(c, w, m, a):
+            return True
+        if w >= 1 and _no_window_in(c, w, 0, m) and _lead_answer(c, a, m):
+            return True
+    return False
+
+
+def test_pendingIn_append_split_scanTri_pend_nonMissB_of() -> None:
+    """``pendingIn_append``: ``pendingIn c s (a + b) = (pendingIn c s a ||
+    pendingIn c (s + a) b)`` (and ``pendingIn_split``); ``scanTri_pend``:
+    ``(scanTri c j k).2 = pendingIn c j ((scanTri c j k).1 - j)``;
+    ``nonMissB_of``: ``NonMiss c s (s + k) → nonMissB c s k = true``;
+    ``pendingIn_true`` / ``pendingIn_of_pending``: ``pendingIn c s k = true ↔
+    ∃ i, s ≤ i < s + k ∧ c i = 2``."""
+    for c, j, k in _all_scans(6):
+        for a in range(k + 1):
+            assert _pending_in(c, j, k) == (_pending_in(c, j, a) or _pending_in(c, j + a, k - a))
+        stop, p = _scan_tri(c, j, k)
+        assert p == _pending_in(c, j, stop - j)
+        if _non_miss(c, j, j + k):
+            assert _non_miss_b(c, j, k)
+        assert _pending_in(c, j, k) == any(c(i) == 2 for i in range(j, j + k))
+
+
+def test_searches_characterised() -> None:
+    """``rightmostMiss_eq_some``: ``m < k → c m = 0 → NonMiss c (m + 1) k →
+    rightmostMiss c k = some m``; ``rightmostMiss_eq_none``; ``leadingRun_eq``:
+    ``j ≤ p ≤ j + k → NonMiss c j p → (p = j + k ∨ c p = 0) → leadingRun c j k
+    = p``; ``lastWindow_eq_some``: ``w ≤ e ≤ e0 → NonMiss c (e - w) e →
+    NoWindowIn c w e e0 → lastWindow c w e0 = some e``; ``lastWindow_eq_none``:
+    ``1 ≤ w → NoWindowIn c w 0 e0 → lastWindow c w e0 = none``."""
+    for length in range(7):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            for k in range(length + 1):
+                for m in range(k):
+                    if c(m) == 0 and _non_miss(c, m + 1, k):
+                        assert _rightmost_miss(c, k) == m
+                if _non_miss(c, 0, k):
+                    assert _rightmost_miss(c, k) is None
+            for j in range(length + 1):
+                for k in range(length - j + 1):
+                    for p in range(j, j + k + 1):
+                        if _non_miss(c, j, p) and (p == j + k or c(p) == 0):
+                            assert _leading_run(c, j, k) == p
+            for w in range(length + 2):
+                for e0 in range(length + 1):
+                    for e in range(w, e0 + 1):
+                        if _non_miss(c, e - w, e) and _no_window_in(c, w, e, e0):
+                            assert _last_window(c, w, e0) == e
+                    if w >= 1 and _no_window_in(c, w, 0, e0):
+                        assert _last_window(c, w, e0) is None
+
+
+def test_OffloadAnswer() -> None:
+    """``offloadLookup_answer``, ``legacyOffloadScan_answer``,
+    ``offloadStrideSearch_answer``: the three functions satisfy
+    ``OffloadAnswer``; ``offloadAnswer_eq_offloadLookup`` /
+    ``offloadAnswer_unique``: no other value does."""
+    count = 0
+    for mask, w, initial in small_cases(5):
+        n = len(mask)
+        c = _fn(mask, 1)
+        want = _lean_offload_lookup(c, n, w, initial)
+        assert _lean_legacy(c, n, w, initial) == want
+        assert _lean_stride(c, n, w, initial) == want
+        for a in [None, *range(n + 2)]:
+            assert _offload_answer(c, n, w, initial, a) == (a == want), (mask, w, initial, a)
+        count += 1
+    CASE_COUNTS["lean OffloadAnswer"] += count
+
+
+def test_offloadLookup_none_iff() -> None:
+    """``offloadLookup_none_iff``: some non-miss window ``[s, e)`` with ``e ≤ n``
+    and ``e - s = requiredWindow ∨ e - s = w ∨ s = 0`` such that the answer is
+    ``none`` iff a chunk of it is pending, and ``some e`` otherwise."""
+    for mask, w, initial in small_cases(5):
+        n = len(mask)
+        c = _fn(mask, 1)
+        a = _lean_offload_lookup(c, n, w, initial)
+        r = _required(w, initial)
+        assert any(
+            _non_miss(c, s, e)
+            and (e - s == r or e - s == w or s == 0)
+            and ((a is None) == any(c(i) == 2 for i in range(s, e)))
+            and (a is None or a == e)
+            for e in range(n + 1)
+            for s in range(e + 1)
+        ), (mask, w, initial)
+
+
+def _after_first_miss(c: C, w: int, m: int) -> int | None:
+    """What vLLM's loop does on reading the miss ``m`` (``offloadLegacyLoop_succ``)."""
+    return _gate(False, m + w) if w == 0 else _lean_legacy_loop(c, w, m, 0, False, w)
+
+
+def test_offloadLegacyLoop_tail_afterMiss() -> None:
+    """``offloadLegacyLoop_tail`` and ``offloadLegacyLoop_afterMiss`` (vLLM's
+    loop invariant), on every state satisfying their hypotheses."""
+    for length in range(6):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            n = length
+            for w in range(n + 2):
+                for r in range(n + 2):
+                    for k in range(n + 1):
+                        hits = n - k
+                        if r >= 1 and not hits < r:
+                            continue
+                        if not _non_miss(c, k, n):
+                            continue
+                        pend = _pending_in(c, k, hits)
+                        got = _lean_legacy_loop(c, w, k, hits, pend, r)
+                        ok1 = 1 <= r <= n and _non_miss(c, n - r, n) and got == _gate(
+                            _pending_in(c, n - r, r), n
+                        )
+                        ok2 = (r < 1 or n < r) and _non_miss(c, 0, n) and got == _gate(
+                            _pending_in(c, 0, n), n
+                        )
+                        ok3 = any(
+                            c(m) == 0
+                            and _non_miss(c, m + 1, n)
+                            and (r < 1 or _sub(n, r) <= m)
+                            and got == _after_first_miss(c, w, m)
+                            for m in range(n)
+                        )
+                        assert ok1 or ok2 or ok3
+                if w < 1:
+                    continue
+                for m in range(n):
+                    for k in range(m + 1):
+                        for hits in range(min(w, m - k + 1)):
+                            if c(k + hits) != 0 or not _non_miss(c, k, k + hits):
+                                continue
+                            if not _no_window_in(c, w, k + hits, m):
+                                continue
+                            got = _lean_legacy_loop(c, w, k, hits, _pending_in(c, k, hits), w)
+                            assert _window_answer(c, w, m, got) or (
+                                _no_window_in(c, w, 0, m) and _lead_answer(c, got, m)
+                            )
+
+
+def test_phase1_strideLoop2_phase3_spec() -> None:
+    """``phase1_spec``, ``strideLoop2_spec`` (phase 2's invariant, any fuel
+    above ``bound``) and ``phase3_spec``, on every state satisfying their
+    hypotheses."""
+    for length in range(6):
+        for mask in itertools.product((0, 1, 2), repeat=length):
+            c = _fn(list(mask), 1)
+            n = length
+            for r in range(n + 2):
+                for k in range(n + 1):
+                    count = n - k
+                    if (r >= 1 and not count < r) or not _non_miss(c, k, n):
+                        continue
+                    tag, v = _phase1(c, n, r, k, count, _pending_in(c, k, count))
+                    ok1 = 1 <= r <= n and _non_miss(c, n - r, n) and (tag, v) == (
+                        "inl",
+                        _gate(_pending_in(c, n - r, r), n),
+                    )
+                    ok2 = (r < 1 or n < r) and _non_miss(c, 0, n) and (tag, v) == (
+                        "inl",
+                        _gate(_pending_in(c, 0, n), n),
+                    )
+                    ok3 = (
+                        tag == "inr"
+                        and v < n
+                        and c(v) == 0
+                        and _non_miss(c, v + 1, n)
+                        and (r < 1 or _sub(n, r) <= v)
+                    )
+                    assert ok1 or ok2 or ok3
+            for w in range(1, n + 2):
+                for m in range(n):
+                    for bound in range(m + 1):
+                        if c(bound) != 0 or not _no_window_in(c, w, bound, m):
+                            continue
+                        for kl in range(bound + 1):
+                            if not bound < kl + w or not _non_miss(c, kl, bound):
+                                continue
+                            kp = _pending_in(c, kl, bound - kl)
+                            for fuel in (bound + 1, bound + 2):
+                                tag, v = _stride_loop2(c, w, fuel, bound, kl, kp)
+                                if tag == "inl":
+                                    assert _window_answer(c, w, m, v)
+                                else:
+                                    b, kl2, kp2 = v
+                                    assert _no_window_in(c, w, 0, m)
+                                    assert b < w and kl2 <= b <= m and c(b) == 0
+                                    assert _non_miss(c, kl2, b)
+                                    assert kp2 == _pending_in(c, kl2, b - kl2)
+                                    assert _lead_answer(c, _phase3(c, b, kl2, kp2), b)

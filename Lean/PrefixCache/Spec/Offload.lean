@@ -14,7 +14,7 @@ Model: chunk `i` answers `manager.lookup(keys[i])` with `chunks i`:
 `initial_window_size or sliding_window_size` falls back to the window.
 
 Every function is total by structural recursion: on the chunks left to read
-(`legacyLoop`, `phase1`, `scanTri`, the searches of the declarative answer)
+(`offloadLegacyLoop`, `phase1`, `scanTri`, the searches of the declarative answer)
 or on a fuel counter (`strideLoop2`, started with `m + 1 > bound`; see
 `strideLoop2_fuel` in `Thm/Offload.lean`).
 -/
@@ -92,22 +92,26 @@ def offloadLookup (chunks : Nat → Nat) (n window : Nat) (initial : Option Nat)
 /-! ## vLLM's loop (pyspec `legacy_offload_scan`) -/
 
 /-- vLLM's loop with `k` chunks left to read (the next one is `k - 1`),
-`hits = consecutive_hits`, `pend = pending_in_window`, `req = required_window`. -/
-def legacyLoop (chunks : Nat → Nat) (window : Nat) : Nat → Nat → Bool → Nat → Option Nat
+`hits = consecutive_hits`, `pend = pending_in_window`, `req = required_window`.
+(Named `offloadLegacyLoop`, not `legacyLoop`: `Spec/Legacy.lean` already
+declares `PrefixCache.legacyLoop`, and `PrefixCache.lean` imports both.) -/
+def offloadLegacyLoop (chunks : Nat → Nat) (window : Nat) :
+    Nat → Nat → Bool → Nat → Option Nat
   | 0, hits, pend, _ => gate pend hits
   | k + 1, hits, pend, req =>
     if chunks k = 0 then
       -- MISS: consecutive_hits = 0; pending_in_window = False; required = window
-      if 0 = window then gate false (k + window) else legacyLoop chunks window k 0 false window
+      if 0 = window then gate false (k + window)
+      else offloadLegacyLoop chunks window k 0 false window
     else
       -- HIT / HIT_PENDING
       if hits + 1 = req then gate (pend || chunks k == 2) (k + req)
-      else legacyLoop chunks window k (hits + 1) (pend || chunks k == 2) req
+      else offloadLegacyLoop chunks window k (hits + 1) (pend || chunks k == 2) req
 
 /-- vLLM 0.33.0's `_sliding_window_lookup` on `n` chunks. -/
 def legacyOffloadScan (chunks : Nat → Nat) (n window : Nat) (initial : Option Nat) :
     Option Nat :=
-  legacyLoop chunks window n 0 false (requiredWindow window initial)
+  offloadLegacyLoop chunks window n 0 false (requiredWindow window initial)
 
 /-! ## The stride search (pyspec `offload_stride_search`) -/
 
