@@ -53,7 +53,8 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *fallback;   /* fallback(cls, *args, **kwargs): any input */
-    PyObject *original;   /* vLLM's own method (bound): answers after an error */
+    PyObject *original;   /* original(cls, ...): vLLM's own method, bound to cls;
+                           * answers after an error */
     PyObject *on_error;   /* on_error(exc): told before original answers */
     PyObject *resolve;    /* resolve(cls, hashes, hash_block_size, block_size, alignment) */
     PyObject *spec_type;  /* the spec class, or a tuple of them */
@@ -65,6 +66,9 @@ typedef struct {
     PyObject *key_fn;     /* make_block_hash_with_group_id */
     PyObject *key_scope;  /* the module dict where vLLM's probe finds key_fn */
     PyObject *view_type;  /* BlockHashListWithBlockSize, or None */
+    PyObject *home;       /* the class the lookup is installed on, or None: calls
+                           * on another class (a subclass, which may override
+                           * what the search assumes) go to ``fallback`` */
     int pool_read;
     int kind;             /* KIND_SLIDING_WINDOW or KIND_FULL_ATTENTION */
     unsigned long long calls;      /* every call */
@@ -467,6 +471,13 @@ full_attention_lookup(PyObject **a, call_view *v, pool_probe *c, PyObject **resu
         return FAST_DELEGATE; /* vLLM scales block_size by DCP: not modelled */
     }
     if (v->alignment < v->block_size && v->block_size % v->alignment == 0) {
+        /* Fine-grained: vLLM asserts the resolved hashes are a Sequence
+         * (not its block-size view, which a class without fine-grained
+         * lookup gets) and views them itself; anything but the raw list
+         * is left to it. */
+        if (!PyList_CheckExact(v->resolved)) {
+            return FAST_DELEGATE;
+        }
         scale = v->block_size / v->alignment;
         n_fine = v->resolved_len;
     }
@@ -535,7 +546,8 @@ lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
     int status;
 
     self->calls++;
-    if (!bind_args(args, nargs, kwnames, slots)) {
+    if (!bind_args(args, nargs, kwnames, slots)
+        || (self->home != Py_None && slots[A_CLS] != self->home)) {
         status = FAST_DELEGATE;
     } else {
         status = fast_lookup(self, slots, &result);
@@ -570,11 +582,7 @@ lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         return NULL;
     }
     Py_DECREF(told);
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "find_longest_cache_hit needs cls");
-        return NULL;
-    }
-    return PyObject_Vectorcall(self->original, args + 1, (size_t)(nargs - 1), kwnames);
+    return PyObject_Vectorcall(self->original, args, nargsf, kwnames);
 }
 
 static int
@@ -593,6 +601,7 @@ lookup_traverse(Lookup *self, visitproc visit, void *arg)
     Py_VISIT(self->key_fn);
     Py_VISIT(self->key_scope);
     Py_VISIT(self->view_type);
+    Py_VISIT(self->home);
     return 0;
 }
 
@@ -612,6 +621,7 @@ lookup_clear(Lookup *self)
     Py_CLEAR(self->key_fn);
     Py_CLEAR(self->key_scope);
     Py_CLEAR(self->view_type);
+    Py_CLEAR(self->home);
     return 0;
 }
 
@@ -630,7 +640,8 @@ static PyMemberDef lookup_members[] = {
     {"delegated", T_ULONGLONG, offsetof(Lookup, delegated), 0,
      "calls handed to the Python lookup (inputs the fast path does not model)"},
     {"fallback", T_OBJECT, offsetof(Lookup, fallback), READONLY, "the Python lookup"},
-    {"original", T_OBJECT, offsetof(Lookup, original), READONLY, "vLLM's own method"},
+    {"original", T_OBJECT, offsetof(Lookup, original), READONLY,
+     "original(cls, ...): vLLM's own method, bound to cls"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -659,20 +670,21 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {
         "fallback", "original", "on_error", "resolve", "spec_type", "pool_type",
         "map_type", "block_type", "probe_fn", "read_fn", "key_fn", "key_scope",
-        "pool_read", "kind", "view_type", NULL,
+        "pool_read", "kind", "view_type", "home", NULL,
     };
     PyObject *o[12];
     PyObject *view_type = Py_None;
+    PyObject *home = Py_None;
     const char *kind_name = "sliding_window";
     int pool_read, kind;
     int k;
     Lookup *self;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp|$sO:new_lookup", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp|$sOO:new_lookup", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                                      &o[7], &o[8], &o[9], &o[10], &o[11], &pool_read,
-                                     &kind_name, &view_type)) {
+                                     &kind_name, &view_type, &home)) {
         return NULL;
     }
     for (k = 0; k < 4; k++) {
@@ -716,6 +728,10 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_TypeError, "view_type must be a class or None, got %s",
                             Py_TYPE(view_type)->tp_name);
     }
+    if (home != Py_None && !PyType_Check(home)) {
+        return PyErr_Format(PyExc_TypeError, "home must be a class or None, got %s",
+                            Py_TYPE(home)->tp_name);
+    }
     self = PyObject_GC_New(Lookup, &LookupType);
     if (self == NULL) {
         return NULL;
@@ -734,6 +750,7 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     self->key_fn = Py_NewRef(o[10]);
     self->key_scope = Py_NewRef(o[11]);
     self->view_type = Py_NewRef(view_type);
+    self->home = Py_NewRef(home);
     self->pool_read = pool_read;
     self->kind = kind;
     self->calls = self->native = self->delegated = 0;
@@ -914,8 +931,9 @@ static PyMethodDef hotpath_methods[] = {
                "and handed to the Python lookup by every Lookup of this process")},
     {"new_lookup", (PyCFunction)(void (*)(void))new_lookup, METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("new_lookup(fallback, original, on_error, resolve, spec_type, pool_type, "
-               "map_type, block_type, probe_fn, read_fn, key_fn, key_scope, pool_read) "
-               "-> Lookup (see vllm_adapter/swa_lookup.py)")},
+               "map_type, block_type, probe_fn, read_fn, key_fn, key_scope, pool_read, *, "
+               "kind='sliding_window', view_type=None, home=None) -> Lookup (see "
+               "vllm_adapter/swa_lookup.py)")},
     {NULL, NULL, 0, NULL},
 };
 

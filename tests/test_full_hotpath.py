@@ -252,3 +252,30 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
     finally:
         module.read_ahead(was_on)
     CASE_COUNTS[f"full attention, native vs vLLM, read-ahead {'on' if ahead else 'off'}"] += count
+
+
+
+class _Coarse(FullAttentionManager):
+    """Inherits vLLM's lookup but not its fine-grained hash mode, which
+    vLLM's method reads as ``cls.supports_fine_grained_hash_lookup``."""
+
+    supports_fine_grained_hash_lookup = False
+
+
+def test_a_subclass_gets_the_answer_vllm_gives_it(native, monkeypatch) -> None:
+    """On an input where the two classes part (fine-grained alignment: the
+    base class answers, vLLM's method rejects it for ``_Coarse``), a call
+    on the subclass gets what vLLM gives the subclass, natively and in
+    shadow mode (where vLLM's own answer is served)."""
+    case = Case({0: [True] * 24}, 8, 2, 2)
+    args = _args(case, 46, False)
+    assert VLLM(**args)[1] > 0
+    with pytest.raises(AssertionError):
+        ORIGINAL_FULL_LOOKUP.__get__(None, _Coarse)(**args)
+    with pytest.raises(AssertionError):
+        _Coarse.find_longest_cache_hit(**args)
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
+    assert vllm_adapter.install(Mode.SHADOW)
+    with pytest.raises(AssertionError):
+        _Coarse.find_longest_cache_hit(**args)
+    _same(case, 46, False)

@@ -262,6 +262,42 @@ def test_an_error_in_our_lookup_goes_to_vllm(core, monkeypatch, caplog) -> None:
     assert "injected failure in get_one_block" in caplog.text
 
 
+class _WiderWindow(SlidingWindowManager):
+    """Inherits vLLM's lookup, overrides the window rule it reads
+    (``cls._contiguous_blocks_for_hit``): one more contiguous block."""
+
+    @classmethod
+    def _contiguous_blocks_for_hit(cls, window_size: int, block_size: int, use_eagle: bool) -> int:
+        return super()._contiguous_blocks_for_hit(window_size, block_size, use_eagle) + 1
+
+
+class _Inherits(SlidingWindowManager):
+    """Inherits everything from vLLM's class."""
+
+
+@pytest.mark.parametrize("mode", [Mode.ON, Mode.SHADOW])
+def test_a_subclass_gets_the_answer_vllm_gives_it(core, mode) -> None:
+    """A subclass with its own window rule gets vLLM's method's answer for
+    that subclass (not the search's, which bakes in the base class's rule);
+    one that inherits everything gets ours, which equals vLLM's. Calls on a
+    subclass are not answered by the C search (``home``)."""
+    assert vllm_adapter.install(mode)
+    cache = build_planted_cache({0: [True] * 5 + [False] + [True] * 2}, 4)
+    args = dict(
+        block_hashes=cache.block_hashes, max_length=32, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(4, 9), drop_eagle_block=False,
+        alignment_tokens=4,
+    )
+    wider = ORIGINAL_LOOKUP.__get__(None, _WiderWindow)(**args)
+    assert (_vllm(**args)[1], wider[1]) == (32, 20)  # the rules part here
+    mismatches = vllm_adapter.stats().shadow_mismatches
+    with count_native() as path:
+        assert_same_answer(_WiderWindow.find_longest_cache_hit(**args), wider, "own window rule")
+        assert_same_answer(_Inherits.find_longest_cache_hit(**args), _vllm(**args), "inherited")
+    assert path["native"] == 0, path
+    assert vllm_adapter.stats().shadow_mismatches == mismatches
+
+
 class Untruthy:
     """A drop_eagle_block whose truth test raises (vLLM's first use of it)."""
 

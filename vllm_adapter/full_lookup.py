@@ -25,8 +25,9 @@ def make_full_lookup(
     hotpath: Any,
 ) -> Any:
     """The extension's full-attention lookup around vLLM's own ``original``
-    (the classmethod bound to ``FullAttentionManager``; subclasses that
-    inherit the method are served the same way, as vLLM's own would be)."""
+    (the classmethod object, bound to the class each call is made on:
+    subclasses that inherit the method are served the same way, and get the
+    answer vLLM's own gives them)."""
     from vllm.v1.core import block_pool as block_pool_module
     from vllm.v1.core.kv_cache_utils import BlockHashListWithBlockSize
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec
@@ -44,7 +45,7 @@ def make_full_lookup(
 
     return hotpath.new_lookup(
         fallback=vllm_own,
-        original=original.__get__(None, _full_manager()),
+        original=vllm_own,
         on_error=on_error,
         resolve=resolve,
         spec_type=(FullAttentionSpec, ChunkedLocalAttentionSpec),
@@ -60,8 +61,3 @@ def make_full_lookup(
         view_type=BlockHashListWithBlockSize,
     )
 
-
-def _full_manager() -> type:
-    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
-
-    return FullAttentionManager

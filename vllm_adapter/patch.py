@@ -154,7 +154,7 @@ def install(mode: Mode | None = None) -> bool:
         timed = report.stats_dir() is not None
         pool_read = _pool_read()
         ours = make_lookup(
-            original.__get__(None, SlidingWindowManager), _on_error,
+            original, _on_error,
             Stats() if timed or hotpath is not None else _state.stats, pool_read,
             hotpath,
         )
@@ -162,7 +162,7 @@ def install(mode: Mode | None = None) -> bool:
         _state.counted = ours if hotpath is not None and not timed else None
         _state.calls_before = _state.stats.calls
         if mode is Mode.SHADOW:
-            ours = _shadow(ours, original.__get__(None, SlidingWindowManager))
+            ours = _shadow(ours, original)
         SlidingWindowManager.find_longest_cache_hit = classmethod(
             _counted(ours) if timed else ours
         )
@@ -208,7 +208,7 @@ def _install_full(mode: Mode, hotpath: Any, pool_read: bool, timed: bool) -> Non
     _state.full_counted = None if timed else ours
     _state.full_calls_before = _state.stats.full_calls
     if mode is Mode.SHADOW:
-        ours = _shadow(ours, original.__get__(None, FullAttentionManager))
+        ours = _shadow(ours, original)
     FullAttentionManager.find_longest_cache_hit = classmethod(
         _counted(ours, full=True) if timed else ours
     )
@@ -382,10 +382,12 @@ def _same_result(a: Any, b: Any) -> bool:
 
 
 def _shadow(ours: Any, original: Any) -> Any:
-    """Run both, return vLLM's answer, record any disagreement."""
+    """Run both, return vLLM's answer, record any disagreement.
+    ``original``: vLLM's classmethod object, bound to the class each call
+    is made on (a subclass that inherits the method gets its own answer)."""
 
     def shadow(cls: type, *args: Any, **kwargs: Any) -> Any:
-        theirs = original(*args, **kwargs)
+        theirs = original.__get__(None, cls)(*args, **kwargs)
         try:
             mine = ours(cls, *args, **kwargs)
         except Exception as exc:  # a crash in ours must not hurt serving

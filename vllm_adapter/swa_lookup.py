@@ -178,7 +178,9 @@ def make_lookup(
     pool_read: bool,
     hotpath: Any = None,
 ) -> Callable[..., Any]:
-    """Build the replacement classmethod body around ``original``.
+    """Build the replacement classmethod body around ``original``, vLLM's
+    own classmethod object (bound to the class each call is made on, so a
+    subclass that inherits the method gets the answer vLLM would give it).
 
     ``hotpath``: the extension module (``extracted_c.hotpath.load()``), or
     None for the pure-Python core. With it, the body is the extension's
@@ -275,6 +277,22 @@ def make_lookup(
             group_suffixes.append(suffix)
         return group_suffixes
 
+    from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+    contiguous = SlidingWindowManager.__dict__["_contiguous_blocks_for_hit"]
+
+    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
+        """vLLM's own method, bound to the class it was called on."""
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    def own_window_rule(cls: type) -> bool:
+        """A subclass that overrides ``_contiguous_blocks_for_hit`` (the
+        window rule the search bakes in) gets vLLM's own method."""
+        for klass in cls.__mro__:
+            if "_contiguous_blocks_for_hit" in klass.__dict__:
+                return klass.__dict__["_contiguous_blocks_for_hit"] is not contiguous
+        return True
+
     def find_longest_cache_hit(
         cls: type,
         block_hashes: Any,
@@ -289,7 +307,8 @@ def make_lookup(
     ) -> tuple[tuple[list[Any], ...], int]:
         counter.calls += 1
         if (
-            not isinstance(kv_cache_spec, SlidingWindowSpec)
+            (cls is not SlidingWindowManager and own_window_rule(cls))
+            or not isinstance(kv_cache_spec, SlidingWindowSpec)
             or dcp_world_size != 1
             or pcp_world_size != 1
             or type(kv_cache_group_ids) is not list
@@ -299,17 +318,18 @@ def make_lookup(
             or max_length < 0
             or alignment_tokens < 1
         ):
-            # vLLM asserts or raises on these; let it say so in its own words.
-            return original(
-                block_hashes, max_length, kv_cache_group_ids, block_pool,
+            # vLLM asserts or raises on these (or a subclass has its own
+            # window rule); let vLLM's own method answer.
+            return vllm_own(
+                cls, block_hashes, max_length, kv_cache_group_ids, block_pool,
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
         block_size = kv_cache_spec.block_size
         sliding_window = kv_cache_spec.sliding_window
         if type(block_size) is not int or type(sliding_window) is not int or block_size < 1:
-            return original(
-                block_hashes, max_length, kv_cache_group_ids, block_pool,
+            return vllm_own(
+                cls, block_hashes, max_length, kv_cache_group_ids, block_pool,
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
@@ -318,8 +338,8 @@ def make_lookup(
         )
         n = max_length // block_size
         if n > 0 and len(hashes) < n:  # vLLM reads no hash when n == 0
-            return original(
-                block_hashes, max_length, kv_cache_group_ids, block_pool,
+            return vllm_own(
+                cls, block_hashes, max_length, kv_cache_group_ids, block_pool,
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
@@ -353,8 +373,8 @@ def make_lookup(
                 )
         except Exception as exc:
             on_error(exc)
-            return original(
-                block_hashes, max_length, kv_cache_group_ids, block_pool,
+            return vllm_own(
+                cls, block_hashes, max_length, kv_cache_group_ids, block_pool,
                 kv_cache_spec, drop_eagle_block, alignment_tokens,
                 dcp_world_size, pcp_world_size,
             )
@@ -364,10 +384,11 @@ def make_lookup(
         return find_longest_cache_hit
     return hotpath.new_lookup(
         fallback=find_longest_cache_hit,
-        original=original,
+        original=vllm_own,
         on_error=on_error,
         resolve=resolve,
         spec_type=SlidingWindowSpec,
+        home=SlidingWindowManager,
         pool_type=pool_type,
         map_type=map_type,
         block_type=block_type,
