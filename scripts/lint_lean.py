@@ -1,8 +1,12 @@
-"""Fail if Lean/ (or the lakefile) holds an unfinished or trusted proof step.
+"""Fail if Lean/ (or the lakefile) holds an unfinished or trusted proof step,
+or a name declared twice.
 
 Looks for ``sorry``, ``admit``, ``native_decide`` and ``axiom`` declarations
 outside comments and strings. A proof that Lean cannot check here (no
-toolchain on these machines) must at least contain none of these.
+toolchain on these machines) must at least contain none of these. Every
+file is in ``namespace PrefixCache`` and the root module imports them all,
+so a (non-private) name declared in two places would break ``lake build``:
+that is caught here too.
 """
 
 import re
@@ -10,6 +14,10 @@ import sys
 from pathlib import Path
 
 FORBIDDEN = re.compile(r"\b(sorry|admit|native_decide|axiom)\b")
+DECLARATION = re.compile(
+    r"^\s*(?:@\[[^\]]*\]\s*)?(?:noncomputable\s+)?(?:protected\s+)?"
+    r"(def|theorem|lemma|abbrev|structure|inductive|instance)\s+([^\s:({\[]+)"
+)
 
 
 def strip_comments(text: str) -> str:
@@ -42,15 +50,27 @@ def strip_comments(text: str) -> str:
 def main(root: Path) -> int:
     files = sorted(root.glob("Lean/**/*.lean")) + sorted(root.glob("*.lean"))
     problems = []
+    declared: dict[str, str] = {}
+    duplicates = 0
     for path in files:
         code = strip_comments(path.read_text())
         for lineno, line in enumerate(code.splitlines(), 1):
+            where = f"{path.relative_to(root)}:{lineno}"
             if FORBIDDEN.search(line):
-                problems.append(f"{path.relative_to(root)}:{lineno}: {line.strip()}")
+                problems.append(f"{where}: {line.strip()}")
+            match = DECLARATION.match(line)
+            if match:
+                name = match.group(2)
+                if name in declared:
+                    duplicates += 1
+                    problems.append(f"{where}: {name} is also declared at {declared[name]}")
+                else:
+                    declared[name] = where
     for problem in problems:
         print(problem)
-    print(f"lint-lean: {len(files)} Lean files, {len(problems)} forbidden steps "
-          "(sorry / admit / native_decide / axiom)")
+    print(f"lint-lean: {len(files)} Lean files, {len(declared)} names, "
+          f"{len(problems) - duplicates} forbidden steps (sorry / admit / native_decide / axiom), "
+          f"{duplicates} names declared twice")
     return 1 if problems else 0
 
 

@@ -884,7 +884,7 @@ def _group_hit(g, align, drop, m):
     bs, full, wb, _eagle, cached = g
     if full:
         hit = _scan_run(cached, 0, m // bs) * bs
-        if drop and 0 < hit:  # eagleDrop
+        if drop and 0 < hit:  # jointEagleDrop
             hit = _sub(hit, _min_n(align, bs))
         return _realign(hit, align)
     eg = int(drop)

@@ -48,7 +48,7 @@ structure AttnGroup where
 
 /-- The EAGLE drop of the full-attention lookup: `hit - amount` when
 dropping and the hit is not empty. -/
-def eagleDrop (drop : Bool) (amount hit : Nat) : Nat :=
+def jointEagleDrop (drop : Bool) (amount hit : Nat) : Nat :=
   if drop = true ∧ 0 < hit then hit - amount else hit
 
 /-- pyspec `full_attention_hit` (tokens): the cached run from block 0 within
@@ -57,7 +57,7 @@ def eagleDrop (drop : Bool) (amount hit : Nat) : Nat :=
 `align`. -/
 def fullAttentionHit (cached : Nat → Bool) (maxLength blockSize align : Nat) (drop : Bool) :
     Nat :=
-  realign (eagleDrop drop (minN align blockSize)
+  realign (jointEagleDrop drop (minN align blockSize)
     (scanRun cached 0 (maxLength / blockSize) * blockSize)) align
 
 /-- pyspec `swa_hit` (in tokens, as pyspec `group_hit` uses it): `findHit`
