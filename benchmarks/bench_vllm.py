@@ -1029,6 +1029,23 @@ def _read_ahead_off(fn: Callable[[], Any]) -> Callable[[], Any] | None:
     return off
 
 
+def _batch_ratios(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
+    """A scheduler-level row's medians (ms) and ratios: ours and each core
+    against vLLM, and vLLM against the same batch with its lookups free."""
+    others = other_keys(impls, med)
+    return {
+        "median_ms": med,
+        "core": impls.backend,
+        "speedup": med["vllm"] / med["ours"],
+        "other_core": impls.other,
+        "other_speedup": others["other_speedup"],
+        "python_speedup": others["python_speedup"],
+        "native_speedup": others["native_speedup"],
+        "lookups_share_of_vllm": 1 - med["both_free"] / med["vllm"],
+        "ceiling_speedup": med["vllm"] / med["both_free"],
+    }
+
+
 def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hit_rate: float,
                     rounds: int, rng: random.Random, swa_groups: int = 1) -> dict[str, Any]:
     """``KVCacheManager.get_computed_blocks`` for a batch of waiting requests
@@ -1146,15 +1163,7 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         "hit_tokens": [x[1] for x in ref[:4]],
         "probes_per_batch": probes,
         "full_replaced": {k: v.full_replaced for k, v in impls.table.items()},
-        "median_ms": med,
-        "core": impls.backend,
-        "speedup": med["vllm"] / med["ours"],
-        "other_core": impls.other,
-        "other_speedup": other_keys(impls, med)["other_speedup"],
-        "python_speedup": other_keys(impls, med)["python_speedup"],
-        "native_speedup": other_keys(impls, med)["native_speedup"],
-        "lookups_share_of_vllm": 1 - med["both_free"] / med["vllm"],
-        "ceiling_speedup": med["vllm"] / med["both_free"],
+        **_batch_ratios(impls, med),
         # What a lookup costs per block of the batch (all of them distinct:
         # requests x blocks, far beyond the CPU caches), over the floor.
         "lookup_ns_per_block": {k: (v - med["both_free"]) * 1e6 / (n_requests * n)
@@ -1553,15 +1562,7 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
         "max_num_batched_tokens": budget, "num_blocks": num_blocks,
         "scheduled_requests": scheduled, "scheduled_tokens": sum(a[1] for a in ref),
         "hit_tokens": sum(a[0] for a in ref), "hit_tokens_first": [a[0] for a in ref[:4]],
-        "median_ms": med,
-        "core": impls.backend,
-        "speedup": med["vllm"] / med["ours"],
-        "other_core": impls.other,
-        "other_speedup": other_keys(impls, med)["other_speedup"],
-        "python_speedup": other_keys(impls, med)["python_speedup"],
-        "native_speedup": other_keys(impls, med)["native_speedup"],
-        "lookups_share_of_vllm": 1 - med["both_free"] / med["vllm"],
-        "ceiling_speedup": med["vllm"] / med["both_free"],
+        **_batch_ratios(impls, med),
         "quartiles_ms": {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()},
         "rounds": rounds, "setup_s": setup_s,
     }
