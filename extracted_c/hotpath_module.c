@@ -486,6 +486,7 @@ full_attention_lookup(PyObject **a, call_view *v, pool_probe *c, PyObject **resu
     c->stride = v->base_stride * scale;
     c->n_fine = n_fine;
     c->fine_stride = v->base_stride;
+    c->ahead_on = 1; /* phase 1 reads the cached run block by block */
 
     full_hit_probe(pool_probe_block, pool_probe_fine, c, n_cached, n_fine, v->max_length,
                    v->block_size, v->alignment, v->eagle, &r); /* proved */

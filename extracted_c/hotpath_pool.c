@@ -145,8 +145,11 @@ log_reserve(pool_probe *c)
  *
  * The full-attention scan reads thousands of consecutive hashes, each a
  * chain of dependent cache misses (the hash's bytes, the dict's index slot,
- * its entry, the stored key, the block). When reads go one position at a
- * time (up or down), the reads ahead of the current one are fetched in
+ * its entry, the stored key, the block). In a lookup that asks for it
+ * (ahead_on: the full-attention one; the sliding-window search reads short
+ * runs, where hashing ahead of a run's end would be wasted), when reads go
+ * one position at a time (up or down), the reads ahead of the current one
+ * are fetched in
  * stages: the hash object AHEAD_OBJECT reads ahead; the key hashes (kept,
  * so the real read does not hash again) and their index slots AHEAD_HASH
  * ahead; the entries AHEAD_ENTRY ahead; the stored keys and blocks
@@ -325,7 +328,7 @@ pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
     int64_t t;
 
     c->last_at = at;
-    if (!pool_ahead_ok || !c->hashes_is_list || c->ngroups > POOL_AHEAD_GROUPS
+    if (!pool_ahead_ok || !c->ahead_on || !c->hashes_is_list || c->ngroups > POOL_AHEAD_GROUPS
         || (step != stride && step != -stride)) {
         return;
     }

@@ -79,8 +79,10 @@ typedef struct {
     Py_ssize_t log_len;
     Py_ssize_t log_cap;
     int log_on_heap;
-    /* Read-ahead (pool_ahead): the last list position read, and for the
-     * positions ahead of it their hash object (owned) and key hashes. */
+    /* Read-ahead (pool_ahead), for lookups that set ahead_on (the
+     * full-attention scan: long runs of consecutive reads): the last list
+     * position read, and for the positions ahead of it their hash object
+     * (owned) and key hashes. */
     int64_t last_at;
     int ahead_on;
     pool_ahead_slot ahead[POOL_AHEAD_RING];
