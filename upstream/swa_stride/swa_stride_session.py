@@ -1,0 +1,105 @@
+"""pytest plugin for the two sessions of vLLM's tests in ``make upstream-patch``.
+
+Loaded as ``-p swa_stride_session`` in a vLLM tree made by
+upstream/check_patch.py (vLLM's installed package, hard-linked, with or
+without the patch applied, and vLLM's sdist tests). It makes sure the method
+that answers is the one under test, not the project's plugin:
+
+* at session start: ``vllm`` and its ``SlidingWindowManager.
+  find_longest_cache_hit`` come from ``$SWA_STRIDE_TREE``; the method is the
+  patched one (``$SWA_STRIDE_SESSION=patched``: no TODO, the stride search's
+  names) or vLLM's stock one (``stock``); ``vllm_adapter`` is not installed;
+* it counts the method's calls (a thin classmethod wrapper, put on in both
+  sessions alike), so a session in which it never ran is seen;
+* at session end: the same checks again, then a JSON report to
+  ``$SWA_STRIDE_REPORT``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STOCK_TODO = "# TODO: reduce i by sliding_window_contiguous_blocks when cache miss"
+PATCHED_MARK = "known_cached_start"
+
+_state: dict[str, Any] = {"calls": 0, "problems": []}
+
+
+def _expected() -> tuple[str, Path]:
+    session = os.environ.get("SWA_STRIDE_SESSION", "")
+    if session not in ("stock", "patched"):
+        raise pytest.UsageError(f"SWA_STRIDE_SESSION must be stock or patched, got {session!r}")
+    return session, Path(os.environ["SWA_STRIDE_TREE"]).resolve()
+
+
+def _check(where: str) -> list[str]:
+    """What is wrong with the method in place (empty: nothing)."""
+    import inspect
+
+    import vllm
+    from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+    session, tree = _expected()
+    problems = []
+    if not Path(vllm.__file__).resolve().is_relative_to(tree):
+        problems.append(f"{where}: vllm imported from {vllm.__file__}, not {tree}")
+    attr = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+    func = getattr(attr.__func__, "__wrapped__", attr.__func__)
+    source_file = Path(inspect.getfile(func)).resolve()
+    if not source_file.is_relative_to(tree):
+        problems.append(f"{where}: the method comes from {source_file}")
+    source = inspect.getsource(func)
+    if session == "patched" and (STOCK_TODO in source or PATCHED_MARK not in source):
+        problems.append(f"{where}: the method in place is not the patched one")
+    if session == "stock" and STOCK_TODO not in source:
+        problems.append(f"{where}: the method in place is not vLLM's stock one")
+    adapter = sys.modules.get("vllm_adapter")
+    if adapter is not None and adapter.is_installed():
+        problems.append(f"{where}: the swa-prefix-cache plugin is installed")
+    return problems
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+
+    problems = _check("session start")
+    if problems:
+        raise pytest.UsageError("; ".join(problems))
+    func = SlidingWindowManager.__dict__["find_longest_cache_hit"].__func__
+
+    @functools.wraps(func)
+    def counted(cls: type, *args: Any, **kwargs: Any) -> Any:
+        _state["calls"] += 1
+        return func(cls, *args, **kwargs)
+
+    SlidingWindowManager.find_longest_cache_hit = classmethod(counted)  # type: ignore[assignment]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    kind, tree = _expected()
+    problems = _check("session end")
+    report = {
+        "session": kind,
+        "tree": str(tree),
+        "calls": _state["calls"],
+        "problems": problems,
+        "exitstatus": int(exitstatus),
+    }
+    path = os.environ.get("SWA_STRIDE_REPORT")
+    if path:
+        Path(path).write_text(json.dumps(report, indent=2))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    kind, _ = _expected()
+    terminalreporter.write_line(
+        f"swa_stride_session: {kind} find_longest_cache_hit called {_state['calls']} times"
+    )
