@@ -52,6 +52,14 @@
       \forall integer q, a; 0 <= q && 1 <= a ==> (q * a) % a == 0;
     lemma fa_mul_ge_left:
       \forall integer p, b; 0 <= p && 1 <= b ==> p <= p * b;
+    // x hash units of a tokens each are at most y of them. A predicate, so
+    // that the solvers see the products only once it is unfolded: the
+    // arithmetic normaliser distributes (x + ...) * a into monomials, after
+    // which a monotonicity step over sums is out of their reach (the same
+    // step written directly timed out at 60 s in legacy_full_scan).
+    predicate fa_units_le(integer x, integer y, integer a) = x * a <= y * a;
+    lemma fa_units_mono:
+      \forall integer x, y, a; x <= y && 1 <= a ==> fa_units_le(x, y, a);
     lemma fa_cdiv_nonneg:
       \forall integer h, b; 1 <= b && 0 <= h ==>
         0 <= h / b + (h % b == 0 ? 0 : 1);
@@ -170,11 +178,15 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
         if (j >= lo) {
             tail = j;
             /*@ assert j_le_div: j + 1 <= max_length / alignment_tokens; */
+            /*@ assert tail_units_ml: fa_units_le(j + 1,
+                    max_length / alignment_tokens, alignment_tokens); */
             /*@ assert tail_mono_ml: (j + 1) * alignment_tokens
                     <= max_length / alignment_tokens * alignment_tokens; */
             /*@ assert tail_tokens: (j + 1) * alignment_tokens <= max_length; */
+            /*@ assert tail_units_ge: fa_units_le(1, j + 1, alignment_tokens); */
             /*@ assert tail_ge_unit: alignment_tokens <= (j + 1) * alignment_tokens; */
             /*@ assert tail_in_block: j + 1 <= lo + scale - 1; */
+            /*@ assert tail_units: fa_units_le(j + 1, lo + scale - 1, alignment_tokens); */
             /*@ assert tail_mono: (j + 1) * alignment_tokens
                     <= (lo + scale - 1) * alignment_tokens; */
             /*@ assert tail_dist: (lo + scale - 1) * alignment_tokens
@@ -195,6 +207,8 @@ void FA_NAME(full_hit)(FA_SOURCE, int64_t max_length, int64_t block_size, int64_
             fine_hi(p, block_size, alignment_tokens, max_length, n_fine), tail)
         : tail == -1; */
     /*@ assert raw_ge_unit: p >= 1 ==> block_size <= p * block_size; */
+    /*@ assert raw_le_cap: tail >= 0 ? raw <= p * block_size + block_size
+                                     : raw <= p * block_size; */
     hit = finish(raw, block_size, alignment_tokens, eagle, tail >= 0 ? p + 1 : p, &num_blocks);
     out->hit_tokens = hit;
     out->num_blocks = num_blocks;
@@ -220,7 +234,7 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
         phase1 = n_cached; /* islice stops at the end of the view */
     }
     /*@ assert legacy_limit: phase1 == phase1_limit(max_length, block_size, n_cached); */
-    /*@ assert phase1 * block_size <= max_length; */
+    /*@ assert legacy_limit_tokens: phase1 * block_size <= max_length; */
     /* for block_hash in islice(full_block_hashes, max_length // block_size) */
     /*@ loop invariant 0 <= i <= phase1;
         loop invariant computed == i;
@@ -236,10 +250,10 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
         }
         computed++;
     }
-    /*@ assert max_cached_prefix(cached, phase1, computed); */
-    /*@ assert computed * block_size <= phase1 * block_size; */
-    /*@ assert computed * block_size <= max_length; */
-    /*@ assert computed >= 1 ==> block_size <= computed * block_size; */
+    /*@ assert legacy_phase1: max_cached_prefix(cached, phase1, computed); */
+    /*@ assert legacy_p_mono: computed * block_size <= phase1 * block_size; */
+    /*@ assert legacy_phase1_tokens: computed * block_size <= max_length; */
+    /*@ assert legacy_raw_ge_unit: computed >= 1 ==> block_size <= computed * block_size; */
     hit_length = computed * block_size;
     prefix = computed;
     /*@ assert legacy_prefix: max_cached_prefix(cached,
@@ -249,11 +263,11 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
         int64_t first_partial_idx;
         int64_t max_partial_idx;
         int64_t fine_idx;
-        /*@ assert block_size == scale_factor * alignment_tokens; */
-        /*@ assert 1 <= scale_factor; */
-        /*@ assert scale_factor <= scale_factor * alignment_tokens; */
-        /*@ assert computed * scale_factor * alignment_tokens == computed * block_size; */
-        /*@ assert computed * scale_factor <= computed * scale_factor * alignment_tokens; */
+        /*@ assert legacy_bs_split: block_size == scale_factor * alignment_tokens; */
+        /*@ assert legacy_scale_pos: 1 <= scale_factor; */
+        /*@ assert legacy_scale_le: scale_factor <= scale_factor * alignment_tokens; */
+        /*@ assert legacy_lo_split: computed * scale_factor * alignment_tokens == computed * block_size; */
+        /*@ assert legacy_lo_le_tokens: computed * scale_factor <= computed * scale_factor * alignment_tokens; */
         first_partial_idx = computed * scale_factor;
         max_partial_idx = first_partial_idx + (scale_factor - 1);
         if (max_partial_idx > max_length / alignment_tokens) {
@@ -271,6 +285,8 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
             loop invariant tail == -1;
             loop invariant computed == prefix;
             loop invariant hit_length == prefix * block_size;
+            loop invariant legacy_raw_inv: hit_length == raw_hit(prefix, tail, block_size,
+                                                                 alignment_tokens);
             loop invariant no_fine_hit(fine_cached, fine_idx + 1, max_partial_idx);
             loop invariant probes == prefix + (prefix < phase1 ? 1 : 0)
                                      + (max_partial_idx - 1 - fine_idx);
@@ -284,27 +300,36 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
             }
             computed++;
             tail = fine_idx;
-            /*@ assert fine_idx + 1 <= max_length / alignment_tokens; */
-            /*@ assert (fine_idx + 1) * alignment_tokens
+            /*@ assert legacy_j_le_div: fine_idx + 1 <= max_length / alignment_tokens; */
+            /*@ assert legacy_tail_units_ml: fa_units_le(fine_idx + 1,
+                    max_length / alignment_tokens, alignment_tokens); */
+            /*@ assert legacy_tail_mono_ml: (fine_idx + 1) * alignment_tokens
                     <= max_length / alignment_tokens * alignment_tokens; */
-            /*@ assert (fine_idx + 1) * alignment_tokens <= max_length; */
-            /*@ assert alignment_tokens <= (fine_idx + 1) * alignment_tokens; */
+            /*@ assert legacy_tail_tokens: (fine_idx + 1) * alignment_tokens <= max_length; */
+            /*@ assert legacy_tail_units_ge: fa_units_le(1, fine_idx + 1, alignment_tokens); */
+            /*@ assert legacy_tail_ge_unit: alignment_tokens <= (fine_idx + 1) * alignment_tokens; */
             /*@ assert legacy_lo_tokens: first_partial_idx * alignment_tokens
                     == prefix * block_size; */
-            /*@ assert fine_idx + 1 <= first_partial_idx + scale_factor - 1; */
-            /*@ assert (fine_idx + 1) * alignment_tokens
+            /*@ assert legacy_tail_in_block: fine_idx + 1 <= first_partial_idx + scale_factor - 1; */
+            /*@ assert legacy_tail_units: fa_units_le(fine_idx + 1,
+                    first_partial_idx + scale_factor - 1, alignment_tokens); */
+            /*@ assert legacy_tail_mono: (fine_idx + 1) * alignment_tokens
                     <= (first_partial_idx + scale_factor - 1) * alignment_tokens; */
-            /*@ assert (first_partial_idx + scale_factor - 1) * alignment_tokens
+            /*@ assert legacy_tail_dist: (first_partial_idx + scale_factor - 1) * alignment_tokens
                     == first_partial_idx * alignment_tokens + scale_factor * alignment_tokens
                        - alignment_tokens; */
-            /*@ assert (prefix + 1) * block_size == prefix * block_size + block_size; */
-            /*@ assert (fine_idx + 1) * alignment_tokens
+            /*@ assert legacy_cap_dist: (prefix + 1) * block_size == prefix * block_size + block_size; */
+            /*@ assert legacy_tail_cap: (fine_idx + 1) * alignment_tokens
                     <= (prefix + 1) * block_size - alignment_tokens; */
             hit_length = (fine_idx + 1) * alignment_tokens;
+            /*@ assert legacy_raw_tail: hit_length == raw_hit(prefix, tail, block_size,
+                                                            alignment_tokens); */
             break;
         }
         /*@ assert legacy_tail: fine_tail(fine_cached, first_partial_idx,
                                           max_partial_idx, tail); */
+        /*@ assert legacy_raw_fine: hit_length == raw_hit(prefix, tail, block_size,
+                                                          alignment_tokens); */
     }
     /*@ assert legacy_mode_tail: fine_mode(block_size, alignment_tokens) ?
           fine_tail(fine_cached, fine_lo(prefix, block_size, alignment_tokens),
@@ -317,7 +342,7 @@ void legacy_full_scan(const uint8_t *cached, int64_t n_cached, const uint8_t *fi
     /*@ assert legacy_len: computed == prefix + (tail >= 0 ? 1 : 0); */
     /*@ assert legacy_unit: eagle != 0 && hit_length > 0 ==>
           fa_min(alignment_tokens, block_size) <= hit_length; */
-    /*@ assert hit_length <= computed * block_size; */
+    /*@ assert legacy_raw_le_cap: hit_length <= computed * block_size; */
     hit_length = finish(hit_length, block_size, alignment_tokens, eagle, computed, &num_blocks);
     /* del computed[num_blocks:] */
     if (computed > num_blocks) {

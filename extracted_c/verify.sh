@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# verify.sh -- prove extracted_c/prefix_cache.c, reachable.c and joint.c
-# with Frama-C/WP, then check that deliberately broken copies of them
-# (mutants) are rejected.
+# verify.sh -- prove extracted_c/prefix_cache.c, reachable.c, joint.c,
+# offload_lookup.c and full_attention.c with Frama-C/WP, then check that
+# deliberately broken copies of them (mutants) are rejected.
 #
 # Usage: extracted_c/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
 #
@@ -26,19 +26,16 @@
 # cores busy; the slowest goal needs ~3 s of the 10 s timeout),
 # PC_MUTANT_TIMEOUT (default 5), PC_SKIP_MUTANTS=1 to prove the real files
 # only, PC_FILES (default "prefix_cache.c reachable.c joint.c
-# offload_lookup.c"; full_attention.c on demand) to prove
-# (and mutate) only some of them. joint.c calls find_hit through its
-# contract in prefix_cache.h, which prefix_cache.c's proof establishes.
+# offload_lookup.c full_attention.c") to prove (and mutate) only some of
+# them. joint.c calls find_hit through its contract in prefix_cache.h,
+# which prefix_cache.c's proof establishes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build/wp}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
-# full_attention.c is not in the default yet: one assertion of
-# legacy_full_scan (a monotonicity step) is still unproved
-# (docs/full-attention.md); PC_FILES=full_attention.c proves it alone.
-files="${PC_FILES:-prefix_cache.c reachable.c joint.c offload_lookup.c}"
+files="${PC_FILES:-prefix_cache.c reachable.c joint.c offload_lookup.c full_attention.c}"
 timeout="${PC_WP_TIMEOUT:-10}"
 # z3 only sees the few goals cvc4 and cvc5 left; one of them (joint.c,
 # group_hit tokens_aligned: a product modulo its factor) takes z3 ~4 s alone
