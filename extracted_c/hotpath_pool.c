@@ -11,8 +11,6 @@
 void
 pool_probe_init(pool_probe *c)
 {
-    int k;
-
     memset(c, 0, offsetof(pool_probe, idx_stack));
     c->suffix = c->suffix_stack;
     c->log_idx = c->idx_stack;
@@ -20,9 +18,6 @@ pool_probe_init(pool_probe *c)
     c->stride = 1;
     c->fine_stride = 1;
     c->last_at = -1;
-    for (k = 0; k < POOL_AHEAD_RING; k++) {
-        c->ahead[k].at = -1;
-    }
 }
 
 int
@@ -80,9 +75,11 @@ pool_probe_release(pool_probe *c)
 {
     Py_ssize_t k;
 
-    for (k = 0; k < POOL_AHEAD_RING; k++) {
-        c->ahead[k].at = -1;
-        Py_CLEAR(c->ahead[k].item);
+    if (c->ahead_ready) {
+        for (k = 0; k < POOL_AHEAD_RING; k++) {
+            Py_CLEAR(c->ahead[k].item);
+        }
+        c->ahead_ready = 0;
     }
     c->last_at = -1;
     if (c->log_blocks != NULL) {
@@ -240,7 +237,8 @@ ahead_entries(const ahead_keys *keys)
 static pool_ahead_slot *
 ahead_slot_of(pool_probe *c, int64_t t, int64_t stride)
 {
-    return &c->ahead[((t + 1) / stride) & (POOL_AHEAD_RING - 1)];
+    int64_t index = stride == 1 ? t + 1 : (t + 1) / stride; /* no division when plain */
+    return &c->ahead[index & (POOL_AHEAD_RING - 1)];
 }
 
 /* Stage 2: hash position t's keys (kept) and fetch their index slots. */
@@ -335,6 +333,13 @@ pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
     if (end > PyList_GET_SIZE(c->hashes)) {
         end = PyList_GET_SIZE(c->hashes);
     }
+    if (!c->ahead_ready) {
+        for (t = 0; t < POOL_AHEAD_RING; t++) {
+            c->ahead[t].at = -1;
+            c->ahead[t].item = NULL;
+        }
+        c->ahead_ready = 1;
+    }
     t = at + AHEAD_OBJECT * step;
     if (t >= 0 && t < end) {
         PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
@@ -360,7 +365,12 @@ pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
 static Py_hash_t
 ahead_kept_hash(pool_probe *c, int64_t at, int64_t stride, PyObject *item, Py_ssize_t g)
 {
-    pool_ahead_slot *s = ahead_slot_of(c, at, stride);
+    pool_ahead_slot *s;
+
+    if (!c->ahead_ready) {
+        return -1;
+    }
+    s = ahead_slot_of(c, at, stride);
     if (s->at == at && s->item == item && g < POOL_AHEAD_GROUPS) {
         return s->hash[g];
     }

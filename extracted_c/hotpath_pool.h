@@ -85,10 +85,11 @@ typedef struct {
      * (owned) and key hashes. */
     int64_t last_at;
     int ahead_on;
-    pool_ahead_slot ahead[POOL_AHEAD_RING];
+    int ahead_ready; /* the ring below is initialised (only once it is used) */
     int64_t idx_stack[POOL_LOG_STACK];
     PyObject *blocks_stack[POOL_LOG_STACK];
     unsigned char suffix_stack[POOL_SUFFIX_STACK][4];
+    pool_ahead_slot ahead[POOL_AHEAD_RING];
 } pool_probe;
 
 /* An empty probe: nothing owned, safe to release. */
