@@ -98,6 +98,30 @@ def _nothing():  # type: ignore[no-untyped-def]
     yield
 
 
+@contextmanager
+def blocks_dropped(drop: Sequence[int]):  # type: ignore[no-untyped-def]
+    """vLLM's own store, except that the sliding-window blocks ``drop``
+    (indices) are not cached: ``reachable_block_mask``'s answer with those
+    entries cleared."""
+    cls = _vllm().SlidingWindowManager
+    original = cls.__dict__["reachable_block_mask"]
+
+    def without(klass, *args, **kwargs):  # type: ignore[no-untyped-def]
+        mask = original.__func__(klass, *args, **kwargs)
+        start, end = kwargs["start_block"], kwargs["end_block"]
+        mask = [True] * (end - start) if mask is None else list(mask)
+        for i in drop:
+            if start <= i < end:
+                mask[i - start] = False
+        return mask
+
+    cls.reachable_block_mask = classmethod(without)
+    try:
+        yield
+    finally:
+        cls.reachable_block_mask = original
+
+
 # ---- the local prefix cache ------------------------------------------------------
 
 
@@ -191,17 +215,25 @@ class Local:
             block_hasher=v.get_request_block_hasher(self.h, v.sha256_cbor),
         )
 
-    def store(self, prompt_tokens: int, junction: int = 0, every_block: bool = False):  # type: ignore[no-untyped-def]
+    def store(self, prompt_tokens: int, junction: int = 0, every_block: bool = False, drop: Sequence[int] = ()):  # type: ignore[no-untyped-def]
         """A manager holding the prompt ``1000, 1001, ...`` (stored, then
-        freed), and the prompt."""
+        freed), the prompt, and the sliding-window blocks it cached."""
         manager = self.manager(prompt_tokens)
         prompt = [1000 + i for i in range(prompt_tokens)]
         req = self.request(prompt)
         req.shared_prefix_boundary = junction
-        with every_block_stored() if every_block else _nothing():
+        with every_block_stored() if every_block else (blocks_dropped(drop) if drop else _nothing()):
             assert manager.allocate_slots(req, prompt_tokens) is not None
         manager.free(req)
-        return manager, prompt
+        gid = len(self._groups()) - 1  # the sliding-window group
+        scale = self.block_size // self.h
+        keys = [req.block_hashes[(i + 1) * scale - 1] for i in range(len(req.block_hashes) // scale)]
+        kept = [i for i, key in enumerate(keys) if manager.block_pool.get_cached_block(key, [gid]) is not None]
+        return manager, prompt, kept
+
+    def kept_blocks(self, prompt_tokens: int, junction: int = 0) -> list[int]:
+        """The sliding-window blocks vLLM caches for the prompt."""
+        return self.store(prompt_tokens, junction)[2]
 
     def hits(
         self,
@@ -209,10 +241,11 @@ class Local:
         queries: Sequence[tuple[int, int]],
         junction: int = 0,
         every_block: bool = False,
+        drop: Sequence[int] = (),
     ) -> list[int]:
         """Store the prompt, then the hit (tokens) ``get_computed_blocks``
         gives each query ``(shared tokens, request length)``."""
-        manager, prompt = self.store(prompt_tokens, junction, every_block)
+        manager, prompt, _ = self.store(prompt_tokens, junction, every_block, drop)
         out = []
         for shared, length in queries:
             tag = next(_vllm().ids)
@@ -226,6 +259,12 @@ class Local:
         got = self.hits(prompt_tokens, queries, junction)
         want = self.hits(prompt_tokens, queries, junction, every_block=True)
         return list(zip(got, want))
+
+    def every_query(self, prompt_tokens: int) -> list[tuple[int, int]]:
+        """Requests sharing every prefix of the prompt: ending there, and
+        going on with tokens of their own."""
+        longer = prompt_tokens + 2 * self.alignment + 1
+        return [(p, p) for p in range(1, prompt_tokens + 1)] + [(p, longer) for p in range(prompt_tokens + 1)]
 
 
 # ---- the KV-offload connector ----------------------------------------------------
@@ -384,6 +423,76 @@ class Offload:
         got = self.hits(prompt_tokens, queries, junction)
         want = self.hits(prompt_tokens, queries, junction, every_block=True)
         return list(zip(got, want))
+
+
+# ---- the hybrid coordinator's joint lookup ---------------------------------------------
+
+
+class Joint:
+    """A real ``HybridKVCacheCoordinator`` (built by vLLM's
+    ``get_kv_cache_coordinator``) over ``groups`` = ``[(block size, window
+    or None, is EAGLE group), ...]`` with hash block ``hash_block_size``;
+    ``cached[g]`` says which of group ``g``'s blocks are in its pool
+    (planted as vLLM's own unit tests plant them)."""
+
+    def __init__(self, groups, *, hash_block_size: int, use_eagle: bool, cached, num_hashes: int) -> None:  # type: ignore[no-untyped-def]
+        from vllm.v1.core.kv_cache_coordinator import get_kv_cache_coordinator
+        from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
+
+        v = _vllm()
+        self.groups, self.h = list(groups), hash_block_size
+        sched = math.lcm(hash_block_size, *(bs for bs, _, _ in groups))
+        config = v.KVCacheConfig(
+            num_blocks=1 + sum(sum(map(bool, m)) for m in cached),
+            kv_cache_tensors=[],
+            kv_cache_groups=[
+                v.KVCacheGroupSpec([f"layer{i}"], spec(bs, w), is_eagle_group=e)
+                for i, (bs, w, e) in enumerate(groups)
+            ],
+        )
+        self.coord = get_kv_cache_coordinator(
+            kv_cache_config=config, max_model_len=(num_hashes + 2) * hash_block_size,
+            max_in_flight_tokens=(num_hashes + 2) * hash_block_size, use_eagle=use_eagle,
+            enable_caching=True, enable_kv_cache_events=False, dcp_world_size=1, pcp_world_size=1,
+            scheduler_block_size=sched, hash_block_size=hash_block_size,
+        )
+        self.hashes = block_hashes(num_hashes, b"joint")
+        pool = self.coord.block_pool
+        free = (b for b in pool.blocks if b is not pool.null_block)
+        for gid, ((bs, _, _), mask) in enumerate(zip(groups, cached)):
+            scale = bs // hash_block_size
+            for i, present in enumerate(mask):
+                if present:  # block i of this group is keyed by the last hash inside it
+                    key = make_block_hash_with_group_id(self.hashes[(i + 1) * scale - 1], gid)
+                    pool.cached_block_hash_to_block.insert(key, next(free))
+
+    def lookup(self, max_length: int) -> int:
+        """``HybridKVCacheCoordinator.find_longest_cache_hit``'s hit."""
+        return self.coord.find_longest_cache_hit(self.hashes, max_length)[1]
+
+    def accepts(self, length: int) -> bool:
+        """Does every attention group's own lookup, called as the
+        coordinator's loop calls it at candidate ``length`` (an EAGLE group:
+        with the drop and its margin), answer exactly ``length``?"""
+        from vllm.v1.core.kv_cache_utils import eagle_proof_margin
+
+        c = self.coord
+        for spec_, group_ids, manager_cls, use_eagle in c.attention_groups:
+            manager = c.single_type_managers[group_ids[0]]
+            mx = length
+            if use_eagle:
+                mx = min(length + eagle_proof_margin(manager.block_size, self.h, False), len(self.hashes) * self.h)
+            _, got = manager_cls.find_longest_cache_hit(
+                block_hashes=self.hashes, max_length=mx, kv_cache_group_ids=group_ids,
+                block_pool=manager.block_pool, kv_cache_spec=spec_, drop_eagle_block=use_eagle,
+                alignment_tokens=c._cache_hit_alignment_tokens,
+            )
+            if got != length:
+                return False
+        return True
+
+    def greatest_accepted(self, max_length: int) -> int:
+        return next((L for L in range(max_length, 0, -1) if self.accepts(L)), 0)
 
 
 def named_rows(model, prompt_tokens: int, junction: int = 0, only: Sequence[str] = ()) -> list[tuple[str, int, int]]:  # type: ignore[no-untyped-def]

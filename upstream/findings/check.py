@@ -450,10 +450,10 @@ def run_repro(fid: str, site: Path | None, stock: Path) -> Result:
     return Result(f"{fid} reproduction on {label}", ok, f"exit {res.returncode} (want {want}){why}", time.monotonic() - t0, out)
 
 
-def run_property(built: Built, cases: int) -> Result:
+def run_property(built: Built, cases: int, label: str = "") -> Result:
     t0 = time.monotonic()
     kinds = PROPERTIES[built.fid]
-    fixed = FINDINGS if built.fid == COMBINED else _fixed_by(built)
+    fixed = _fixed_by(built.fid)
     report = BUILD / f"property-{built.fid}.json"
     env = clean_env(built.site, (ROOT, ROOT / "tests"))
     env.update(
@@ -474,14 +474,21 @@ def run_property(built: Built, cases: int) -> Result:
     detail = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "vllm")
     ok = res.returncode == 0 and total > 0 and counts.get("vllm") == str(built.site / "vllm")
     tail = out.strip().splitlines()[-1] if out.strip() else ""
-    return Result(f"{built.fid} agreement property (fixed: {','.join(fixed)})", ok, f"{detail or 'no cases'}; {tail}", time.monotonic() - t0, out)
+    return Result(f"{label or built.fid} agreement property (fixed: {','.join(fixed)})", ok, f"{detail or 'no cases'}; {tail}", time.monotonic() - t0, out)
 
 
-def _fixed_by(built: Built) -> tuple[str, ...]:
-    """The findings a fix claims to fix: itself, and (``ALSO_FIXES`` in the
-    fix file) any finding it fixes on the side."""
-    tree = ast.parse((FIXES / f"{built.fid}.py").read_text())
-    return (built.fid, *_literal(tree, "ALSO_FIXES", ()))  # type: ignore[misc]
+def _fixed_by(fid: str) -> tuple[str, ...]:
+    """The findings a fix claims to fix: itself (a combination: each of its
+    parts), and (``ALSO_FIXES`` in the fix file) any it fixes on the side."""
+    tree = ast.parse((FIXES / f"{fid}.py").read_text())
+    out: list[str] = [] if fid == COMBINED else [fid]
+    for part in _literal(tree, "COMBINE", ()):  # type: ignore[union-attr]
+        out += _fixed_by(part)
+    use = _literal(tree, "USE", None)
+    if use is not None:
+        out += _fixed_by(str(use))
+    out += _literal(tree, "ALSO_FIXES", ())  # type: ignore[arg-type]
+    return tuple(f for f in FINDINGS if f in out)
 
 
 def _junit(path: Path) -> dict[str, str]:
@@ -532,9 +539,17 @@ def run_vllm_tests(
 
 
 def _test_key(node: str) -> str:
-    """``tests/a/b.py::name`` -> the junit key prefix ``tests.a.b::name``."""
-    path, name = node.split("::", 1)
-    return f"{_mod(path)}::{name}"
+    """``tests/a/b.py::Class.name`` -> the junit key prefix
+    ``tests.a.b.Class::name``."""
+    path, qualname = node.split("::", 1)
+    owner, _, name = qualname.rpartition(".")
+    return f"{_mod(path)}{'.' + owner if owner else ''}::{name}"
+
+
+def _node_id(node: str) -> str:
+    """``tests/a/b.py::Class.name`` -> pytest's ``tests/a/b.py::Class::name``."""
+    path, qualname = node.split("::", 1)
+    return f"{path}::{qualname.replace('.', '::')}"
 
 
 def compare_tests(fid: str, stock: dict[str, str], patched: dict[str, str], run: Result, updated: tuple[str, ...]) -> Result:
@@ -545,10 +560,10 @@ def compare_tests(fid: str, stock: dict[str, str], patched: dict[str, str], run:
     stock_passed = sum(1 for s in stock.values() if s == "passed")
     ok = run.ok and not broken and stock_passed > 0
     summary = f"{passed} passed patched / {stock_passed} passed stock, {len(broken)} broken"
+    if broken:
+        summary += " (" + ", ".join(broken[:8]) + ")"
     if updated:
         summary += f"; {len(updated)} test function(s) updated by the fix"
-    if broken:
-        summary += ": " + ", ".join(broken[:8])
     return Result(f"{fid} vLLM's own tests", ok, summary, run.seconds, run.output if not ok else "")
 
 
@@ -560,6 +575,8 @@ def check_updated_fail_on_stock(fid: str, updated: tuple[str, ...], states: dict
         key = _test_key(node)
         cases = {t: s for t, s in states.items() if t == key or t.startswith(key + "[")}
         (pinned if any(s == "failed" for s in cases.values()) else unpinned).append(node.split("::")[1])
+    if not states:
+        return Result(f"{fid} updated vLLM tests on stock", False, "the run reported no test", run.seconds, run.output)
     ok = run.ok and not unpinned
     summary = f"{len(pinned)} of {len(updated)} updated test function(s) fail on stock"
     if unpinned:
@@ -663,7 +680,7 @@ def main() -> int:
             for same in by_digest.values():
                 b = built[same[0]]
                 cases = args.cases * (3 if b.fid == COMBINED else 1)
-                futures[pool.submit(run_property, b, cases)] = ",".join(same)
+                futures[pool.submit(run_property, b, cases, "+".join(same))] = ",".join(same)
         test_runs: dict[str, concurrent.futures.Future] = {}
         pin_runs: dict[str, concurrent.futures.Future] = {}
         test_groups: dict[str, list[str]] = {}
@@ -683,7 +700,8 @@ def main() -> int:
                 test_runs[digest] = pool.submit(run_vllm_tests, label, b.site, test_paths(b.files), hf, stock, b.tests_root)
                 if b.updated_tests:
                     pin_runs[digest] = pool.submit(
-                        run_vllm_tests, f"{label}-updated-on-stock", None, b.updated_tests, hf, stock, b.tests_root)
+                        run_vllm_tests, f"{label}-updated-on-stock", None,
+                        tuple(_node_id(n) for n in b.updated_tests), hf, stock, b.tests_root)
         results: list[Result] = []
         for fut in concurrent.futures.as_completed(futures):
             r = fut.result()

@@ -1,0 +1,137 @@
+"""Fix of L2: an EAGLE sliding-window group whose block is smaller than the
+scheduler block needs more leading blocks for a hit below its window.
+
+Below the window (a hit of ``L`` blocks with ``L + 1 < need``),
+``find_longest_cache_hit`` answers from its prefix fallback: the cached run
+from block 0 is trimmed to the alignment, the EAGLE block is dropped, and the
+rest is trimmed to the alignment again, so a hit of ``L`` blocks needs the
+first ``L + period + 1`` blocks (``period`` = scheduler block / block size),
+while the reachable-boundary tail keeps ``L + 1``. Keep ``period`` more
+blocks for such tails. (The other fix the finding admits, dropping before
+re-aligning in the fallback, changes what the lookup returns; this one only
+stores what the lookup already reads.)
+
+The same fallback makes some kept blocks unreadable: when the tails are at
+least a segment long the mask keeps every block, but if no hit below the
+window can be positive (``need < 2 * period + 2``) the lookup only reads
+window runs, which start after block 0. Keep every block from the first one
+a window run reads.
+
+Replacement source for vLLM 0.33.0 (Apache-2.0), written by swa-prefix-cache;
+check.py splices it into the installed vLLM by ``ast`` and generates the diff.
+"""
+
+TARGETS = {
+    "vllm/v1/core/single_type_kv_cache_manager.py": ["SlidingWindowManager.reachable_block_mask"],
+}
+BASE = {
+    "SlidingWindowManager.reachable_block_mask": "d6a6091bdc3f7e8b085c2acac7deec8a130b078a5850727b1d17131836605e7e",
+}
+
+
+class SlidingWindowManager:
+    @classmethod
+    def reachable_block_mask(
+        cls,
+        start_block: int,
+        end_block: int,
+        alignment_tokens: int | None,
+        kv_cache_spec: KVCacheSpec,
+        use_eagle: bool,
+        retention_interval: int | None = None,
+        reachable_boundaries: Sequence[int] = (),
+        dcp_world_size: int = 1,
+        final_segment_end_block: int | None = None,
+    ) -> list[bool] | None:
+        assert isinstance(kv_cache_spec, SlidingWindowSpec)
+        if alignment_tokens is None:
+            # Fast path: when the coordinator imposes no alignment constraint.
+            return None
+        block_size = kv_cache_spec.block_size * dcp_world_size
+        if alignment_tokens % block_size != 0:
+            # The mask is block-granular, so a sub-block alignment cannot be
+            # represented exactly. This happens for hybrid offloading, where
+            # ``alignment_tokens`` is the full-attention chunk size and need not
+            # be a multiple of this SWA group's (DCP-scaled) block size (e.g.
+            # Gemma). Fall back to dense: every block is reachable, which never
+            # drops a block that could serve a hit.
+            return None
+
+        # Contiguous blocks a hit needs at a boundary (incl. the EAGLE peek).
+        need = cls._contiguous_blocks_for_hit(
+            window_size=kv_cache_spec.sliding_window,
+            block_size=block_size,
+            use_eagle=use_eagle,
+        )
+        # The matched run's right edge sits on the aligned boundary block when
+        # EAGLE peeks one block past it (shift=1), otherwise on the last block
+        # before the boundary (shift=0).
+        shift = 1 if use_eagle else 0
+
+        mask = [False] * (end_block - start_block)
+
+        # (1) Segment-boundary tails. ``retention_interval``:
+        #   None -> dense (a tail at every ``alignment_tokens`` boundary);
+        #   0    -> no dense tails (only the replay boundary below);
+        #   >0   -> a tail once per ``retention_interval``-sized segment.
+        segment_tokens = (
+            alignment_tokens
+            if retention_interval is None
+            else (None if retention_interval == 0 else retention_interval)
+        )
+        if segment_tokens is not None:
+            per_segment = segment_tokens // block_size
+            if need >= per_segment:
+                # Every block is reachable; cache them all.
+                first_read = 0
+                if use_eagle and alignment_tokens > block_size and need < 2 * (
+                    alignment_tokens // block_size
+                ) + 2:
+                    # Unless, with EAGLE and an alignment of several blocks,
+                    # no hit below the window is positive (the prefix
+                    # fallback trims a run of ``1 + k * period`` blocks to
+                    # ``(k - 1) * period``): the lookup then reads only window
+                    # runs ending on aligned peek blocks, which leave the
+                    # first blocks out.
+                    period = alignment_tokens // block_size
+                    first_read = cdiv(need - 1, period) * period + 1 - need
+                if first_read <= start_block:
+                    return None
+                return [i >= first_read for i in range(start_block, end_block)]
+            for i in range(start_block, end_block):
+                if i >= shift and (i - shift) % per_segment >= per_segment - need:
+                    mask[i - start_block] = True
+
+            if final_segment_end_block is not None and not use_eagle:
+                final_segment_size = final_segment_end_block % per_segment
+                if final_segment_size:
+                    final_segment_start = final_segment_end_block - final_segment_size
+                    final_tail_start = max(
+                        final_segment_start, final_segment_end_block - need
+                    )
+                    final_tail_end = min(end_block, final_segment_end_block)
+                    for i in range(max(start_block, final_tail_start), final_tail_end):
+                        mask[i - start_block] = True
+
+        # (2) Reachable-boundary tails: the replay boundary (``num_prompt - 1``,
+        # capped by ``get_computed_blocks``) and any shared-prefix junction. Both
+        # land before segments would cover them under sparse retention, so keep
+        # the ``need``-block tail ending on each boundary explicitly.
+        if retention_interval is not None:
+            # Blocks per alignment step.
+            period = alignment_tokens // block_size
+            for boundary_tokens in reachable_boundaries:
+                aligned = boundary_tokens // alignment_tokens * alignment_tokens
+                end = aligned // block_size + shift
+                if use_eagle and period > 1 and aligned > 0 and end < need:
+                    # Below the window the lookup's prefix fallback trims the
+                    # run to the alignment, drops the EAGLE block and trims
+                    # again: a hit of ``aligned`` tokens needs ``period`` more
+                    # leading blocks than the tail (the EAGLE-lowered boundary
+                    # is already one alignment step below the candidate, so
+                    # these are the blocks the all-stored lookup reads).
+                    end += period
+                for j in range(max(start_block, end - need), min(end_block, end)):
+                    mask[j - start_block] = True
+
+        return mask
