@@ -32,9 +32,9 @@ def body() -> None:
     full = _repro.Joint(groups, hash_block_size=1, use_eagle=True, cached=[[True, True], [True, True]], num_hashes=2)
     print()
     print(f"[smallest] {setup}")
-    print(f"    blocks [miss, hit] in both groups: vLLM serves {got} tokens; the greatest length every group's own "
-          f"lookup accepts (as the loop calls it) is {accepted}{'  <-- BELOW' if got < accepted else ''}")
-    print(f"    with every block cached ([hit, hit]): vLLM serves {full.lookup(2)} tokens")
+    print(f"    blocks [miss, hit] in both groups: vLLM serves {_repro.tokens(got)}; the greatest length every group's own "
+          f"lookup accepts (as the loop calls it) is {_repro.tokens(accepted)}{'  <-- BELOW' if got < accepted else ''}")
+    print(f"    with every block cached ([hit, hit]): vLLM serves {_repro.tokens(full.lookup(2))}")
     r.flag(got < accepted)
     r.finish()
 

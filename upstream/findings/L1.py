@@ -18,11 +18,11 @@ def body() -> None:
     # Smallest input: one SWA group, block 1, window 1, dense, prompt of 2.
     m = _repro.Local(window=1, block_size=1)
     n = 2
-    r.case("smallest", f"{m.describe()}; prompt {n} tokens", _repro.named_rows(m, n))
+    r.case("smallest", f"{m.describe()}; prompt {_repro.tokens(n)}", _repro.named_rows(m, n))
     # Realistic: block 16, window 1, dense, a 2,000-token prompt resent.
     m = _repro.Local(window=1, block_size=16)
     n = 2000
-    r.case("realistic", f"{m.describe()}; prompt {n} tokens", _repro.named_rows(m, n))
+    r.case("realistic", f"{m.describe()}; prompt {_repro.tokens(n)}", _repro.named_rows(m, n))
     r.finish()
 
 

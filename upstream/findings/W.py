@@ -26,7 +26,7 @@ def waste(r: "_repro.Report", label: str, m: "_repro.Local", n: int, block: int)
     without = m.hits(n, queries, drop=[block])
     used = [q for q, a, b in zip(queries, with_it, without) if a != b]
     print()
-    print(f"[{label}] {m.describe()}; prompt {n} tokens")
+    print(f"[{label}] {m.describe()}; prompt {_repro.tokens(n)}")
     print(f"    sliding-window blocks vLLM caches: {kept}")
     if block in kept:
         print(f"    block {block} kept; requests whose hit changes without it: {len(used)} of {len(queries)}"

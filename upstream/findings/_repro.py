@@ -72,6 +72,11 @@ def _vllm():  # type: ignore[no-untyped-def]
 _V = None
 
 
+def tokens(n: int) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
 def spec(block_size: int, window: int | None):  # type: ignore[no-untyped-def]
     v = _vllm()
     kw = dict(block_size=block_size, num_kv_heads=1, head_size=1, dtype=v.torch.float32)
@@ -157,7 +162,7 @@ class Local:
         return math.lcm(self.h, self.block_size, self.full_block_size)
 
     def describe(self) -> str:
-        swa = f"sliding window {self.window} tokens at block {self.block_size}" + (" (EAGLE)" if self.eagle else "")
+        swa = f"sliding window of {tokens(self.window)} at block {self.block_size}" + (" (EAGLE)" if self.eagle else "")
         if self.full_block_size is None:
             groups = f"one group: {swa}"
         else:
@@ -294,8 +299,8 @@ class Offload:
     def describe(self) -> str:
         parts = []
         for bs, w, e in self.groups:
-            kind = "full attention" if w is None else f"sliding window {w} tokens"
-            parts.append(f"{kind} at block {bs} (chunk {bs * self.bpc} tokens)" + (" EAGLE" if e else ""))
+            kind = "full attention" if w is None else f"sliding window of {tokens(w)}"
+            parts.append(f"{kind} at block {bs} (chunk {tokens(bs * self.bpc)})" + (" EAGLE" if e else ""))
         retention = "dense (retention None)" if self.retention is None else f"prefix_cache_retention_interval={self.retention}"
         return " + ".join(parts) + f", hash block {self.h}; {retention}"
 
@@ -502,7 +507,7 @@ def named_rows(model, prompt_tokens: int, junction: int = 0, only: Sequence[str]
     if only:
         q = {k: v for k, v in q.items() if k in only}
     pairs = model.compare(prompt_tokens, list(q.values()), junction)
-    return [(f"{name} (shares {p} of {n} tokens)", got, want) for (name, (p, n)), (got, want) in zip(q.items(), pairs)]
+    return [(f"{name} (shares {p} of {tokens(n)})", got, want) for (name, (p, n)), (got, want) in zip(q.items(), pairs)]
 
 
 # ---- output and exit code --------------------------------------------------------
@@ -519,7 +524,7 @@ class Report:
         print(f"{finding}: {title}")
         print(f"vLLM {vllm.__version__} from {os.path.dirname(vllm.__file__)}")
 
-    def case(self, label: str, setup: str, rows: Sequence[tuple[str, int, int]], unit: str = "tokens") -> bool:
+    def case(self, label: str, setup: str, rows: Sequence[tuple[str, int, int]]) -> bool:
         """``rows``: ``(query, vLLM's answer, the answer it should give)``;
         the bug shows when vLLM's answer is below."""
         print()
@@ -527,7 +532,7 @@ class Report:
         shown = False
         for query, got, want in rows:
             mark = "  <-- LOST" if got < want else ""
-            print(f"    {query}: vLLM serves {got} {unit}, with every block stored {want}{mark}")
+            print(f"    {query}: vLLM serves {tokens(got)}, with every block stored {tokens(want)}{mark}")
             shown |= got < want
         self.bug |= shown
         return shown

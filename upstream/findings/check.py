@@ -310,7 +310,8 @@ def root_of(target: str, stock: Path) -> Path:
     raise SystemExit(f"cannot place {target}: only vllm/... and tests/... are patched")
 
 
-def build(fid: str, stock: Path) -> Built:
+def build(fid: str, stock: Path, copy: bool = True) -> Built:
+    """Steps 2-4 for one fix (3, the copies, only with ``copy``)."""
     fix = load_fix(fid)
     patched: dict[str, str] = {}
     originals: dict[str, str | None] = {}
@@ -345,6 +346,14 @@ def build(fid: str, stock: Path) -> Built:
     patch_path = BUILD / f"{fid}.patch"
     patch_path.write_text(header + diff)
     _prove_applies(fid, patch_path, originals, patched)
+    digest = sha256(json.dumps(sorted(patched.items())))
+    updated = tuple(
+        f"{target}::{rep.qualname}" for target, reps in sorted(fix.targets.items())
+        if target.startswith("tests/") for rep in reps
+    )
+    if not copy:
+        return Built(fid, fix, BUILD / f"site-{fid}", patch_path, tuple(sorted(patched)), digest,
+                     diff.count("\n"), SDIST, updated)
     # 3. the temporary copies: vLLM, and vLLM's tests when the fix updates some
     site = BUILD / f"site-{fid}"
     if site.exists():
@@ -372,11 +381,6 @@ def build(fid: str, stock: Path) -> Built:
     for target, old in originals.items():
         if old is not None:
             assert (root_of(target, stock) / target).read_text() == old, f"the original {target} changed"
-    digest = sha256(json.dumps(sorted(patched.items())))
-    updated = tuple(
-        f"{target}::{rep.qualname}" for target, reps in sorted(fix.targets.items())
-        if target.startswith("tests/") for rep in reps
-    )
     return Built(fid, fix, site, patch_path, tuple(sorted(patched)), digest, diff.count("\n"), tests_root, updated)
 
 
@@ -441,6 +445,9 @@ def run_repro(fid: str, site: Path | None, stock: Path) -> Result:
         capture_output=True, text=True, timeout=600,
     )
     out = res.stdout + res.stderr
+    label = "stock" if site is None else site.name.removeprefix("site-")
+    (BUILD / "repro").mkdir(exist_ok=True)
+    (BUILD / "repro" / f"{fid}-on-{label}.txt").write_text(out)
     vllm_dir = (site / "vllm") if site else (stock / "vllm")
     where = f"vLLM {VLLM_VERSION} from {vllm_dir}"
     want = 0 if site else 1
@@ -623,7 +630,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ids", nargs="*", help=f"findings to check (default: every one with a fix, then {COMBINED})")
     ap.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    ap.add_argument("--cases", type=int, default=int(os.environ.get("UPSTREAM_FINDINGS_CASES", "60")),
+    ap.add_argument("--cases", type=int, default=int(os.environ.get("UPSTREAM_FINDINGS_CASES", "150")),
                     help="random cases per property and fix (ALL: 3x)")
     ap.add_argument("--no-vllm-tests", action="store_true")
     ap.add_argument("--no-property", action="store_true")

@@ -1,0 +1,71 @@
+"""Fast checks of upstream/findings/ (the stand-alone reproductions and the
+upstream fixes of the store/lookup findings, docs/upstream-findings.md).
+
+The full check -- each reproduction failing on stock vLLM and passing on its
+patched copy, the agreement property on random cases, vLLM's own tests -- is
+``make upstream-findings`` (upstream/findings/check.py). Here, without running
+vLLM:
+
+* every finding has a reproduction and a fix, and ``ALL`` combines them;
+* the reproductions and their helper import nothing but the standard library,
+  vLLM and ``_repro`` (a maintainer runs them on a stock vLLM alone);
+* every fix still applies to the installed vLLM: the definitions it replaces
+  hash to its ``BASE`` (vLLM 0.33.0), the patched files parse, and the
+  generated diff applies with ``patch -p1`` to exactly the patched text.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FINDINGS_DIR = ROOT / "upstream" / "findings"
+sys.path.insert(0, str(FINDINGS_DIR))
+
+import check  # noqa: E402  (upstream/findings/check.py)
+
+ALLOWED_TOP = set(sys.stdlib_module_names) | {"vllm", "_repro", "torch"}
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_every_finding_has_a_reproduction_and_a_fix() -> None:
+    for fid in check.FINDINGS:
+        assert (FINDINGS_DIR / f"{fid}.py").is_file(), fid
+        assert (check.FIXES / f"{fid}.py").is_file(), fid
+    assert set(check.FINDINGS) <= set(check._fixed_by(check.COMBINED))
+
+
+@pytest.mark.parametrize("name", [*check.FINDINGS, "_repro"])
+def test_reproductions_import_only_stdlib_and_vllm(name: str) -> None:
+    used = _imports(FINDINGS_DIR / f"{name}.py")
+    assert used <= ALLOWED_TOP, used - ALLOWED_TOP
+    assert not used & {"vllm_adapter", "pyspec", "extracted_c"}
+
+
+@pytest.mark.parametrize("fid", [*check.FINDINGS, check.COMBINED])
+def test_fix_applies_to_the_installed_vllm(fid: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("vllm")
+    if shutil.which("patch") is None:
+        pytest.skip("no patch(1)")
+    fix = check.load_fix(fid)
+    if any(t.startswith("tests/") for t in fix.targets) and not (check.SDIST / "tests").is_dir():
+        pytest.skip("vLLM's sdist tests are not fetched (make vllm-upstream-tests or make upstream-findings)")
+    monkeypatch.setattr(check, "BUILD", tmp_path)
+    built = check.build(fid, check.site_packages(), copy=False)
+    text = built.patch.read_text()
+    assert text.count("\n+++ b/") + text.startswith("+++ b/") >= 1
+    assert built.diff_lines > 0
