@@ -243,11 +243,10 @@ ahead_slot_of(pool_probe *c, int64_t t, int64_t stride)
 
 /* Stage 2: hash position t's keys (kept) and fetch their index slots. */
 static void
-ahead_hash(pool_probe *c, int64_t t, int64_t stride)
+ahead_hash(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
 {
     pool_ahead_slot *s = ahead_slot_of(c, t, stride);
     PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
-    ahead_keys *keys = ahead_keys_of(c->cache);
     char buf[AHEAD_KEY_MAX + 4];
     Py_ssize_t len, g;
 
@@ -256,7 +255,7 @@ ahead_hash(pool_probe *c, int64_t t, int64_t stride)
     }
     s->at = -1;
     Py_CLEAR(s->item);
-    if (keys == NULL || !PyBytes_CheckExact(item) || PyBytes_GET_SIZE(item) > AHEAD_KEY_MAX) {
+    if (!PyBytes_CheckExact(item) || PyBytes_GET_SIZE(item) > AHEAD_KEY_MAX) {
         return;
     }
     len = PyBytes_GET_SIZE(item);
@@ -274,13 +273,12 @@ ahead_hash(pool_probe *c, int64_t t, int64_t stride)
 
 /* Stage 3: read position t's index slots and fetch their entries. */
 static void
-ahead_entry_of(pool_probe *c, int64_t t, int64_t stride)
+ahead_entry_of(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
 {
     pool_ahead_slot *s = ahead_slot_of(c, t, stride);
-    ahead_keys *keys = ahead_keys_of(c->cache);
     Py_ssize_t g, ix;
 
-    if (s->at != t || keys == NULL) {
+    if (s->at != t) {
         return;
     }
     for (g = 0; g < c->ngroups; g++) {
@@ -295,14 +293,13 @@ ahead_entry_of(pool_probe *c, int64_t t, int64_t stride)
 
 /* Stage 4: fetch position t's stored keys and blocks. */
 static void
-ahead_value(pool_probe *c, int64_t t, int64_t stride)
+ahead_value(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
 {
     pool_ahead_slot *s = ahead_slot_of(c, t, stride);
-    ahead_keys *keys = ahead_keys_of(c->cache);
     const ahead_entry *e;
     Py_ssize_t g;
 
-    if (s->at != t || keys == NULL) {
+    if (s->at != t) {
         return;
     }
     for (g = 0; g < c->ngroups; g++) {
@@ -324,10 +321,15 @@ pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
     int64_t step = at - c->last_at;
     int64_t end = limit * stride; /* positions past it are never read */
     int64_t t;
+    const ahead_keys *keys;
 
     c->last_at = at;
     if (!pool_ahead_ok || !c->ahead_on || !c->hashes_is_list || c->ngroups > POOL_AHEAD_GROUPS
         || (step != stride && step != -stride)) {
+        return;
+    }
+    keys = ahead_keys_of(c->cache);
+    if (keys == NULL) {
         return;
     }
     if (end > PyList_GET_SIZE(c->hashes)) {
@@ -348,15 +350,15 @@ pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
     }
     t = at + AHEAD_HASH * step;
     if (t >= 0 && t < end) {
-        ahead_hash(c, t, stride);
+        ahead_hash(c, keys, t, stride);
     }
     t = at + AHEAD_ENTRY * step;
     if (t >= 0 && t < end) {
-        ahead_entry_of(c, t, stride);
+        ahead_entry_of(c, keys, t, stride);
     }
     t = at + AHEAD_VALUE * step;
     if (t >= 0 && t < end) {
-        ahead_value(c, t, stride);
+        ahead_value(c, keys, t, stride);
     }
 }
 
