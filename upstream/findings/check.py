@@ -457,6 +457,55 @@ def run_repro(fid: str, site: Path | None, stock: Path) -> Result:
     return Result(f"{fid} reproduction on {label}", ok, f"exit {res.returncode} (want {want}){why}", time.monotonic() - t0, out)
 
 
+def run_repros_in_one_process(fids: list[str], site: Path) -> list[Result]:
+    """Every reproduction on the combined copy, one after the other in one
+    interpreter (``--run-repros``: vLLM is imported once). Each is also run
+    alone, as its own process, on the stock vLLM and on its own fix."""
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--run-repros", *fids], cwd=str(BUILD),
+        env=clean_env(site), capture_output=True, text=True, timeout=1200,
+    )
+    seconds = time.monotonic() - t0
+    try:
+        runs = json.loads(res.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return [Result(f"reproductions on {site.name}", False, f"runner exit {res.returncode}", seconds, res.stdout + res.stderr)]
+    out = []
+    where = f"vLLM {VLLM_VERSION} from {site / 'vllm'}"
+    for fid in fids:
+        rc, text = runs[fid]
+        (BUILD / "repro").mkdir(exist_ok=True)
+        (BUILD / "repro" / f"{fid}-on-{site.name.removeprefix('site-')}.txt").write_text(text)
+        ok = rc == 0 and where in text
+        out.append(Result(f"{fid} reproduction on {site.name.removeprefix('site-')} (in one process)", ok,
+                          f"exit {rc} (want 0)", seconds / len(fids), text))
+    return out
+
+
+def _run_repros(fids: list[str]) -> int:
+    """``--run-repros``: run reproductions in this interpreter; print one
+    JSON line ``{id: [exit code, output]}``."""
+    import contextlib
+    import io
+    import runpy
+
+    sys.path.insert(0, str(HERE))
+    runs = {}
+    for fid in fids:
+        buf = io.StringIO()
+        code: object = 0
+        sys.argv = [str(HERE / f"{fid}.py")]
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                runpy.run_path(str(HERE / f"{fid}.py"), run_name="__main__")
+            except SystemExit as exc:
+                code = exc.code
+        runs[fid] = [code if isinstance(code, int) else 1, buf.getvalue()]
+    print(json.dumps(runs))
+    return 0
+
+
 def run_property(built: Built, cases: int, label: str = "") -> Result:
     t0 = time.monotonic()
     kinds = PROPERTIES[built.fid]
@@ -630,14 +679,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ids", nargs="*", help=f"findings to check (default: every one with a fix, then {COMBINED})")
     ap.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    ap.add_argument("--cases", type=int, default=int(os.environ.get("UPSTREAM_FINDINGS_CASES", "150")),
+    ap.add_argument("--cases", type=int, default=int(os.environ.get("UPSTREAM_FINDINGS_CASES", "100")),
                     help="random cases per property and fix (ALL: 3x)")
     ap.add_argument("--no-vllm-tests", action="store_true")
     ap.add_argument("--no-property", action="store_true")
     ap.add_argument("--list", action="store_true", help="list the findings and their fix files")
+    ap.add_argument("--run-repros", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--show", nargs=2, metavar=("VLLM_FILE", "QUALNAME"),
                     help="print a definition of the installed vLLM and its BASE sha256 (to write a fix)")
     args = ap.parse_args()
+    if args.run_repros:
+        return _run_repros(args.ids)
     if args.show:
         text = (root_of(args.show[0], site_packages()) / args.show[0]).read_text()
         node = _defs(ast.parse(text))[args.show[1]]
@@ -668,26 +720,9 @@ def main() -> int:
         log(f"{fid}: {', '.join(b.fix.files)} -> {b.patch.relative_to(ROOT)} ({b.diff_lines} diff lines, "
             f"applies with patch -p1; {', '.join(b.files)}); copy {b.site.relative_to(ROOT)}")
 
-    tasks: list[tuple[str, object]] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures: dict[concurrent.futures.Future, str] = {}
-        for fid in ids:
-            if fid != COMBINED:
-                futures[pool.submit(run_repro, fid, None, stock)] = fid
-                futures[pool.submit(run_repro, fid, built[fid].site, stock)] = fid
-        if COMBINED in ids:
-            for fid in FINDINGS:
-                if fid not in missing:
-                    futures[pool.submit(run_repro, fid, built[COMBINED].site, stock)] = COMBINED
-        # One property and one vLLM test run per distinct patched vLLM.
-        by_digest: dict[str, list[str]] = {}
-        for fid in ids:
-            by_digest.setdefault(built[fid].digest + ",".join(PROPERTIES[fid]), []).append(fid)
-        if not args.no_property:
-            for same in by_digest.values():
-                b = built[same[0]]
-                cases = args.cases * (3 if b.fid == COMBINED else 1)
-                futures[pool.submit(run_property, b, cases, "+".join(same))] = ",".join(same)
+        # The longest runs first (vLLM's tests), the shortest last.
         test_runs: dict[str, concurrent.futures.Future] = {}
         pin_runs: dict[str, concurrent.futures.Future] = {}
         test_groups: dict[str, list[str]] = {}
@@ -709,10 +744,26 @@ def main() -> int:
                     pin_runs[digest] = pool.submit(
                         run_vllm_tests, f"{label}-updated-on-stock", None,
                         tuple(_node_id(n) for n in b.updated_tests), hf, stock, b.tests_root)
+        # One property run per distinct patched vLLM.
+        by_digest: dict[str, list[str]] = {}
+        for fid in ids:
+            by_digest.setdefault(built[fid].digest + ",".join(PROPERTIES[fid]), []).append(fid)
+        if not args.no_property:
+            for same in by_digest.values():
+                b = built[same[0]]
+                cases = args.cases * (3 if b.fid == COMBINED else 1)
+                futures[pool.submit(run_property, b, cases, "+".join(same))] = ",".join(same)
+        for fid in ids:
+            if fid != COMBINED:
+                futures[pool.submit(run_repro, fid, None, stock)] = fid
+                futures[pool.submit(run_repro, fid, built[fid].site, stock)] = fid
+        if COMBINED in ids:
+            done_ids = [f for f in FINDINGS if f not in missing]
+            futures[pool.submit(run_repros_in_one_process, done_ids, built[COMBINED].site)] = COMBINED
         results: list[Result] = []
         for fut in concurrent.futures.as_completed(futures):
-            r = fut.result()
-            if isinstance(r, Result):
+            got = fut.result()
+            for r in got if isinstance(got, list) else [got]:
                 results.append(r)
                 log(f"{'ok  ' if r.ok else 'FAIL'} {r.name}: {r.summary} ({r.seconds:.0f} s)")
         if test_runs:
