@@ -19,9 +19,10 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
    never committed: its context lines are vLLM's code) and proves that it
    applies: ``patch -p1`` on real copies of the original files, whose result
    must be byte for byte the tested copy;
-5. runs the reproduction ``<id>.py`` on the stock vLLM (must exit 1: the
-   bug is there) and on the patched copy (must exit 0), each checking which
-   vLLM it ran on;
+5. runs the reproduction ``<id>.py``, as its own process, on the stock vLLM
+   (must exit 1: the bug is there) and on the patched copy (must exit 0),
+   each checking which vLLM it ran on (on ``ALL``, every reproduction, in
+   one interpreter);
 6. runs the project's agreement property on random cases against the
    patched copy (``property_check.py``, reusing tests/test_reachable.py and
    tests/test_joint.py): no violation that only this fix's finding could
@@ -29,7 +30,9 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
 7. runs vLLM 0.33.0's own unit tests of the touched area (from the sdist
    tree that scripts/vllm_upstream_tests.sh fetches into
    build/vllm-upstream/) on the patched copy: every test that passes on the
-   stock vLLM must pass.
+   stock vLLM must pass. A fix may update tests of vLLM's that pinned the
+   lossy behaviour (``TARGETS`` under ``tests/``); those must then fail on
+   the stock vLLM.
 
 ``ALL`` is every fix at once (one combined patch per file; where two fixes
 replace the same function, ``fixes/ALL.py`` gives the combined function).
