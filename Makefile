@@ -56,7 +56,7 @@ E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coord
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e upstream-patch clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e upstream-patch upstream-findings clean"
 
 # ---- setup (idempotent) ------------------------------------------------------
 setup: $(STAMP) apt-tools
@@ -251,7 +251,7 @@ e2e: setup-e2e lib ext
 	$(E2E_PY) e2e/run_e2e.py --wheel $$(ls $(DIST)/*.whl) --in-process 4
 
 # ---- everything CI checks ----------------------------------------------------
-check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch proofs bench-quick e2e
+check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e
 	@echo "make check: all passed"
 
 clean:
@@ -259,3 +259,4 @@ clean:
 
 include mk/vllm-upstream.mk
 include mk/upstream-patch.mk
+include mk/upstream-findings.mk
