@@ -401,8 +401,7 @@ def _target_runs(
     request length by a common multiple ``P`` of the chunk sizes moves every
     chunk index by ``P / chunk``, as long as nothing reaches chunk 0: far
     from 0 the answer is computed once per position modulo ``P`` and
-    moved (``_canonical_runs``; tests/test_offload_filter.py compares the
-    two)."""
+    moved (``_canonical_runs``)."""
     period, base = _period(groups)
     if shared < base + period:
         return _canonical_runs(groups, target, shared, length)

@@ -69,3 +69,14 @@ def test_fix_applies_to_the_installed_vllm(fid: str, tmp_path: Path, monkeypatch
     text = built.patch.read_text()
     assert text.count("\n+++ b/") + text.startswith("+++ b/") >= 1
     assert built.diff_lines > 0
+
+
+def test_new_vllm_module_is_the_spec_verbatim() -> None:
+    """The store filter the O2-O5 fix adds to vLLM is pyspec/offload.py's
+    code itself (``# @include``), under vLLM's imports: no copy to drift."""
+    spec = (check.ROOT / "pyspec" / "offload.py").read_text()
+    (text,) = check.load_fix("O2").new_files.values()
+    assert check.INCLUDE not in text
+    body = spec[spec.index("@dataclass(frozen=True)"):]
+    assert body in text
+    assert "from pyspec" not in text and "from vllm.utils.math_utils import cdiv" in text

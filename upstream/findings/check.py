@@ -6,7 +6,9 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
    project for one or more functions / methods of the *installed* vLLM
    (``TARGETS``: vLLM file -> qualified names; ``BASE``: the sha256 of
    each original definition it replaces, so a different vLLM is refused;
-   ``USE``: the fix is another file's; ``NEW_FILES``: whole new modules;
+   ``USE``: the fix is another file's; ``NEW_FILES``: whole new modules,
+   where a line ``# @include pyspec/<file>.py`` stands for that spec
+   module's code, verbatim (``new_module_text``);
    ``COMBINE``: the fixes it is made of, see ``ALL``);
 2. locates each target definition in the installed vLLM by ``ast`` and
    splices the replacement in (decorators included, re-indented), giving the
@@ -112,6 +114,31 @@ PROPERTIES = {
     "J1": ("joint", "local"),
     COMBINED: ("local", "waste", "offload", "joint"),
 }
+
+
+
+INCLUDE = "# @include "
+
+
+def new_module_text(path: Path) -> str:
+    """A new vLLM module's text. A line ``# @include pyspec/<file>.py`` is
+    replaced by that spec module's code from its first definition on (its
+    docstring and imports stay behind: the new module has vLLM's), so the
+    module vLLM gets is the spec the project tests, not a copy of it."""
+    out = []
+    for line in path.read_text().splitlines(keepends=True):
+        if not line.startswith(INCLUDE):
+            out.append(line)
+            continue
+        spec = ROOT / line[len(INCLUDE):].strip()
+        text = spec.read_text()
+        tree = ast.parse(text)
+        first = next(node for node in tree.body
+                     if not isinstance(node, (ast.Import, ast.ImportFrom))
+                     and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))
+        start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+        out.extend(text.splitlines(keepends=True)[start - 1:])
+    return "".join(out)
 
 
 def log(msg: str) -> None:
@@ -242,7 +269,7 @@ def load_fix(fid: str, seen: tuple[str, ...] = ()) -> Fix:
     fix.base.update(_literal(tree, "BASE", {}))  # type: ignore[arg-type]
     fix.after.update(_literal(tree, "AFTER", {}))  # type: ignore[arg-type]
     for target, name in _literal(tree, "NEW_FILES", {}).items():  # type: ignore[union-attr]
-        fix.new_files[target] = (FIXES / name).read_text()
+        fix.new_files[target] = new_module_text(FIXES / name)
         fix.files += (str((FIXES / name).relative_to(ROOT)),)
     for reps in fix.targets.values():
         for rep in reps:
