@@ -987,7 +987,7 @@ PyInit__hotpath(void)
 {
     PyObject *m;
 
-    if (intern_names() < 0 || PyType_Ready(&LookupType) < 0 || pool_ahead_selftest() < 0) {
+    if (intern_names() < 0 || PyType_Ready(&LookupType) < 0 || pool_ahead_set(1) < 0) {
         return NULL;
     }
     m = PyModule_Create(&hotpath_module);

@@ -146,15 +146,14 @@ log_reserve(pool_probe *c)
  * (ahead_on: the full-attention one; the sliding-window search reads short
  * runs, where hashing ahead of a run's end would be wasted), when reads go
  * one position at a time (up or down), the reads ahead of the current one
- * are fetched in
- * stages: the hash object AHEAD_OBJECT reads ahead; the key hashes (kept,
- * so the real read does not hash again) and their index slots AHEAD_HASH
- * ahead; the entries AHEAD_ENTRY ahead; the stored keys and blocks
- * AHEAD_VALUE ahead. Only prefetches and reads of memory the dict owns:
- * what a read answers never depends on them (the real read is the same
- * _PyDict_GetItem_KnownHash with the same hash). A kept hash is
- * used only for the very object it was computed from (held until then; bytes
- * are immutable). The dict layout below is CPython 3.11/3.12's; a self-test
+ * are fetched in stages: the hash object AHEAD_OBJECT reads ahead; the key
+ * hashes (kept, so the real read does not hash again) and their index slots
+ * AHEAD_HASH ahead; the entries AHEAD_ENTRY ahead; the stored keys and
+ * blocks AHEAD_VALUE ahead. Only prefetches and reads of memory the dict
+ * owns: what a read answers never depends on them (the real read is the
+ * same _PyDict_GetItem_KnownHash with the same hash). A kept hash is used
+ * only for the very object it was computed from (held until then; bytes are
+ * immutable). The dict layout below is CPython 3.11/3.12's; a self-test
  * (pool_ahead_selftest) checks it on a real dict at import and turns the
  * read-ahead off if it does not hold. */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
@@ -412,7 +411,6 @@ pool_ahead_selftest(void)
     char buf[36];
     int k, found = 0, n = 512;
 
-    pool_ahead_ok = 0;
     dict = PyDict_New();
     if (dict == NULL) {
         return -1;
@@ -446,8 +444,7 @@ pool_ahead_selftest(void)
     Py_DECREF(dict);
     /* Most keys sit in their first slot when the layout is right; none
      * would match by chance otherwise. */
-    pool_ahead_ok = found >= n / 2;
-    return pool_ahead_ok;
+    return found >= n / 2;
 #else
     return 0;
 #endif

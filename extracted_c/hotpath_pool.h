@@ -116,11 +116,12 @@ uint8_t pool_probe_fine(void *ctx, int64_t j);
 PyObject *pool_answer_list(pool_probe *c, Py_ssize_t g, PyObject *null_block,
                            int64_t first_real, int64_t end, int64_t tail);
 
-/* Read-ahead of consecutive reads (hotpath_pool.c): a self-test of the
- * dict layout it assumes turns it on (1) or leaves it off (0); -1 with an
- * exception set. pool_ahead_set(0) turns it off, pool_ahead_set(1) runs the
- * self-test again; both return whether it was on. Answers never depend on
- * it, only the time. */
+/* Read-ahead of consecutive reads (hotpath_pool.c), off until
+ * pool_ahead_set(1). pool_ahead_selftest: 1 when the dict layout it assumes
+ * holds on this interpreter, 0 if not, -1 with an exception set.
+ * pool_ahead_set(1) turns it on if the self-test (run once) passed,
+ * pool_ahead_set(0) off; both return whether it was on, or -1 with an
+ * exception set. Answers never depend on it, only the time. */
 int pool_ahead_selftest(void);
 int pool_ahead_set(int on);
 
