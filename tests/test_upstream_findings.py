@@ -80,3 +80,27 @@ def test_new_vllm_module_is_the_spec_verbatim() -> None:
     body = spec[spec.index("@dataclass(frozen=True)"):]
     assert body in text
     assert "from pyspec" not in text and "from vllm.utils.math_utils import cdiv" in text
+
+
+def test_new_vllm_module_has_the_adapters_glue() -> None:
+    """The same module's mapping of vLLM's scheduler config to the spec's
+    groups, and the block mask, are the adapter's own functions
+    (``# @include vllm_adapter/offload_filter.py: ...``): the same syntax
+    tree once the imports that open the adapter's bodies are left out."""
+    import ast
+
+    (text,) = check.load_fix("O2").new_files.values()
+    adapter = (check.ROOT / "vllm_adapter" / "offload_filter.py").read_text()
+
+    def bodies(source: str, drop_imports: bool) -> dict[str, str]:
+        out = {}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and node.name in ("offload_groups", "corrected_block_mask"):
+                if drop_imports:
+                    node.body = [s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+                out[node.name] = ast.dump(node)
+        return out
+
+    assert bodies(text, False) == bodies(adapter, True)
+    assert len(bodies(text, False)) == 2
+    assert "from vllm_adapter" not in text and "import OffloadGroup" not in text

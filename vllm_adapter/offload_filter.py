@@ -120,8 +120,8 @@ def status() -> dict[str, Any]:
 
 
 def offload_groups(scheduler: Any) -> tuple[Any, ...] | str:
-    """The scheduler's groups as ``pyspec.offload.OffloadGroup``s, or why the
-    model does not cover this configuration."""
+    """The scheduler's groups as ``OffloadGroup`` s (pyspec/offload.py), or
+    why the model does not cover this configuration."""
     from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
     from pyspec.offload import OffloadGroup

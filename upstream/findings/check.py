@@ -8,7 +8,8 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
    each original definition it replaces, so a different vLLM is refused;
    ``USE``: the fix is another file's; ``NEW_FILES``: whole new modules,
    where a line ``# @include pyspec/<file>.py`` stands for that spec
-   module's code, verbatim (``new_module_text``);
+   module's code, verbatim, and ``# @include <file>.py: f, g`` for those
+   functions of the adapter's glue (``new_module_text``);
    ``COMBINE``: the fixes it is made of, see ``ALL``);
 2. locates each target definition in the installed vLLM by ``ast`` and
    splices the replacement in (decorators included, re-indented), giving the
@@ -123,15 +124,21 @@ INCLUDE = "# @include "
 def new_module_text(path: Path) -> str:
     """A new vLLM module's text. A line ``# @include pyspec/<file>.py`` is
     replaced by that spec module's code from its first definition on (its
-    docstring and imports stay behind: the new module has vLLM's), so the
-    module vLLM gets is the spec the project tests, not a copy of it."""
+    docstring and imports stay behind: the new module has vLLM's), and a line
+    ``# @include <file>.py: f, g`` by the named top-level functions of that
+    file (``vllm_adapter/``'s glue), the imports that open their bodies
+    dropped (the new module imports at its top). So the module vLLM gets is
+    the code the project tests, not a copy of it."""
     out = []
     for line in path.read_text().splitlines(keepends=True):
         if not line.startswith(INCLUDE):
             out.append(line)
             continue
-        spec = ROOT / line[len(INCLUDE):].strip()
-        text = spec.read_text()
+        where, _, names = line[len(INCLUDE):].partition(":")
+        text = (ROOT / where.strip()).read_text()
+        if names.strip():
+            out.extend(_functions_of(text, [n.strip() for n in names.split(",")], where.strip()))
+            continue
         tree = ast.parse(text)
         first = next(node for node in tree.body
                      if not isinstance(node, (ast.Import, ast.ImportFrom))
@@ -139,6 +146,32 @@ def new_module_text(path: Path) -> str:
         start = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
         out.extend(text.splitlines(keepends=True)[start - 1:])
     return "".join(out)
+
+
+def _functions_of(text: str, names: list[str], where: str) -> list[str]:
+    """The source lines of top-level functions ``names`` of ``text``, in that
+    order, two blank lines after each, without the import statements among
+    their first statements (and the blank line each leaves)."""
+    lines = text.splitlines(keepends=True)
+    defs = {node.name: node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)}
+    out: list[str] = []
+    for name in names:
+        node = defs.get(name)
+        if node is None:
+            raise SystemExit(f"@include {where}: no top-level function {name!r}")
+        drop: set[int] = set()
+        for stmt in node.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # the docstring
+            if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                break
+            drop.update(range(stmt.lineno, stmt.end_lineno + 1))
+            if stmt.end_lineno < len(lines) and not lines[stmt.end_lineno].strip():
+                drop.add(stmt.end_lineno + 1)
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        out.extend(lines[k - 1] for k in range(start, node.end_lineno + 1) if k not in drop)
+        out.append("\n\n")
+    return out
 
 
 def log(msg: str) -> None:

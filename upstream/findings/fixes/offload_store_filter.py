@@ -61,33 +61,7 @@ from vllm.v1.kv_cache_interface import SlidingWindowSpec
 NOT_MODELLED = "not modelled"
 
 
-def offload_groups(scheduler: Any) -> tuple[OffloadGroup, ...] | str:
-    """The scheduler's groups as ``OffloadGroup`` s, or why this module does
-    not model the configuration."""
-    config = scheduler.config
-    if config.dcp_world_size != 1:
-        return "decode context parallelism"
-    if config.supports_partial_tail:
-        return "partial-tail offloading"
-    if getattr(scheduler, "_mamba_align_size", None) is not None:
-        return "Mamba alignment"
-    groups = []
-    for gc in config.kv_group_configs:
-        spec = gc.kv_cache_spec
-        if gc.requires_cow_source:
-            return "a group stored from a copy-on-write source"
-        if gc.sliding_window_size_in_chunks is None:
-            groups.append(OffloadGroup(gc.tokens_per_chunk, None, 0, gc.is_eagle_group))
-        elif isinstance(spec, SlidingWindowSpec):
-            reach = spec.sliding_window - 1 + spec.extra_retained_tokens
-            groups.append(
-                OffloadGroup(gc.tokens_per_chunk, gc.sliding_window_size_in_chunks, reach, gc.is_eagle_group)
-            )
-        else:
-            return f"a {type(spec).__name__} group"
-    return tuple(groups)
-
-
+# @include vllm_adapter/offload_filter.py: offload_groups, corrected_block_mask
 def offload_store_block_mask(
     scheduler: Any,
     group_config: Any,
@@ -96,32 +70,10 @@ def offload_store_block_mask(
     reachable_boundaries: tuple[int, ...],
 ) -> list[bool] | None | str:
     """The store mask of sliding-window group ``group_config`` for chunks
-    ``[start_chunk_idx, end_chunk_idx)``, in block coordinates (a chunk is
-    stored when any of its blocks is marked; a marked null block makes the
-    scheduler skip the chunk, so only blocks a hit's window needs are
-    marked); ``None``: every block; ``NOT_MODELLED``: use the scheduler's
-    own filter."""
-    groups = offload_groups(scheduler)
-    if isinstance(groups, str):
-        return NOT_MODELLED
-    configs = scheduler.config.kv_group_configs
-    target = next(i for i, gc in enumerate(configs) if gc is group_config)
-    need = offload_store_chunks(
-        groups,
-        target,
-        start_chunk_idx,
-        end_chunk_idx,
-        scheduler.config.alignment_tokens,
-        scheduler.config.retention_interval,
-        reachable_boundaries,
+    ``[start_chunk_idx, end_chunk_idx)`` (``corrected_block_mask``);
+    ``None``: every block; ``NOT_MODELLED``: use the scheduler's own
+    filter."""
+    mask = corrected_block_mask(
+        scheduler, group_config, start_chunk_idx, end_chunk_idx, reachable_boundaries
     )
-    if need is None:
-        return None
-    bpc = scheduler.config.blocks_per_chunk
-    bs = group_config.tokens_per_block
-    base = start_chunk_idx * bpc
-    mask = [False] * ((end_chunk_idx - start_chunk_idx) * bpc)
-    for chunk, first_token in need:
-        for block in range(max(first_token // bs, chunk * bpc), (chunk + 1) * bpc):
-            mask[block - base] = True
-    return mask
+    return NOT_MODELLED if isinstance(mask, str) else mask
