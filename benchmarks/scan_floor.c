@@ -12,10 +12,11 @@
  * slot prefetched, as the extension's read-ahead does.
  *
  * mode 0: the read is CPython's own (_PyDict_GetItem_KnownHash), as ours.
- * mode 1: the read is a copy of CPython 3.11/3.12's probe loop over the
- *         dict's private layout (dictkeys_generic_lookup) comparing exact
- *         bytes keys with memcmp; a what-if the extension does not do
- *         (its answers would rest on a copy of CPython's internals).
+ * mode 1: the read is a copy of CPython 3.11/3.12's probe loop
+ *         (dictkeys_generic_lookup) over the dict's private layout
+ *         (extracted_c/hotpath_dict.h), comparing exact bytes keys with
+ *         memcmp; a what-if the extension does not do (its answers would
+ *         rest on a copy of CPython's internals).
  * Returns the number of blocks found (the caller checks it).
  */
 #define PY_SSIZE_T_CLEAN
@@ -23,54 +24,38 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hotpath_dict.h"
+
 #define AHEAD 16
 #define RING 32
 #define KEY_MAX 60
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
-#define HAVE_LAYOUT 1
-typedef struct {
-    Py_ssize_t dk_refcnt;
-    uint8_t dk_log2_size;
-    uint8_t dk_log2_index_bytes;
-    uint8_t dk_kind;
-    uint32_t dk_version;
-    Py_ssize_t dk_usable;
-    Py_ssize_t dk_nentries;
-    char dk_indices[];
-} floor_keys;
-typedef struct {
-    Py_hash_t me_hash;
-    PyObject *me_key;
-    PyObject *me_value;
-} floor_entry;
-
-static Py_ssize_t
-index_at(const floor_keys *k, size_t i)
-{
-    switch (k->dk_log2_index_bytes - k->dk_log2_size) {
-    case 0: return ((const int8_t *)k->dk_indices)[i];
-    case 1: return ((const int16_t *)(const void *)k->dk_indices)[i];
-    case 2: return ((const int32_t *)(const void *)k->dk_indices)[i];
-    default: return (Py_ssize_t)((const int64_t *)(const void *)k->dk_indices)[i];
-    }
-}
-
-/* The copied probe loop: the value (borrowed), NULL when absent; *odd set
- * when a stored key under an equal hash is not exact bytes. */
+#if HOTPATH_DICT_LAYOUT
+/* The copied probe loop (CPython's dictkeys_generic_lookup) over the layout
+ * of extracted_c/hotpath_dict.h: the value (borrowed), NULL when absent;
+ * *odd set when it cannot decide (another table kind, a stored key under
+ * an equal hash that is not exact bytes). */
 static PyObject *
-copied_read(const floor_keys *k, const char *buf, Py_ssize_t len, Py_hash_t hash, int *odd)
+copied_read(PyObject *dict, const char *buf, Py_ssize_t len, Py_hash_t hash, int *odd)
 {
-    const floor_entry *ep0 = (const floor_entry *)(const void *)(k->dk_indices
-                                                                  + ((size_t)1 << k->dk_log2_index_bytes));
-    size_t mask = ((size_t)1 << k->dk_log2_size) - 1;
-    size_t perturb = (size_t)hash;
-    size_t i = (size_t)hash & mask;
+    const ahead_keys *k = ahead_keys_of(dict);
+    const ahead_entry *ep0;
+    size_t mask, perturb, i;
+    int width;
 
+    if (k == NULL) {
+        *odd = 1;
+        return NULL;
+    }
+    ep0 = ahead_entries(k);
+    mask = ((size_t)1 << k->dk_log2_size) - 1;
+    width = k->dk_log2_index_bytes - k->dk_log2_size;
+    perturb = (size_t)hash;
+    i = (size_t)hash & mask;
     for (;;) {
-        Py_ssize_t ix = index_at(k, i);
+        Py_ssize_t ix = ahead_index(k, k->dk_indices + (i << width));
         if (ix >= 0) {
-            const floor_entry *ep = &ep0[ix];
+            const ahead_entry *ep = &ep0[ix];
             if (ep->me_hash == hash) {
                 if (!PyBytes_CheckExact(ep->me_key)) {
                     *odd = 1;
@@ -88,8 +73,6 @@ copied_read(const floor_keys *k, const char *buf, Py_ssize_t len, Py_hash_t hash
         i = mask & (i * 5 + perturb + 1);
     }
 }
-#else
-#define HAVE_LAYOUT 0
 #endif
 
 static Py_hash_t
@@ -116,7 +99,7 @@ scan(PyObject *self, PyObject *args)
                           &suffix_len, &block_type, &mode)) {
         return NULL;
     }
-    if (suffix_len != 4 || (mode != 0 && mode != 1) || (mode == 1 && !HAVE_LAYOUT)) {
+    if (suffix_len != 4 || (mode != 0 && mode != 1) || (mode == 1 && !HOTPATH_DICT_LAYOUT)) {
         PyErr_SetString(PyExc_ValueError, "suffix must be 4 bytes, mode 0 or 1 (1: CPython 3.11/3.12)");
         return NULL;
     }
@@ -156,11 +139,12 @@ scan(PyObject *self, PyObject *args)
             if (i + AHEAD < n) {
                 Py_hash_t ahead = key_hash(PyList_GET_ITEM(hashes, i + AHEAD), suffix, buf);
                 ring[(i + AHEAD) % RING] = ahead;
-#if HAVE_LAYOUT
+#if HOTPATH_DICT_LAYOUT
                 {
-                    const floor_keys *k = (const floor_keys *)(const void *)((PyDictObject *)cache)->ma_keys;
-                    size_t slot = (size_t)ahead & (((size_t)1 << k->dk_log2_size) - 1);
-                    __builtin_prefetch(k->dk_indices + (slot << (k->dk_log2_index_bytes - k->dk_log2_size)));
+                    const ahead_keys *k = ahead_keys_of(cache);
+                    if (k != NULL) {
+                        __builtin_prefetch(ahead_slot(k, ahead));
+                    }
                 }
 #endif
             }
@@ -174,11 +158,10 @@ scan(PyObject *self, PyObject *args)
             }
             memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(item), (size_t)len);
             memcpy(PyBytes_AS_STRING(key) + len, suffix, 4);
-#if HAVE_LAYOUT
+#if HOTPATH_DICT_LAYOUT
             if (mode == 1) {
-                const floor_keys *k = (const floor_keys *)(const void *)((PyDictObject *)cache)->ma_keys;
-                value = k->dk_kind == 0 ? copied_read(k, PyBytes_AS_STRING(key), len + 4, h, &odd) : NULL;
-                if (k->dk_kind != 0 || odd) {
+                value = copied_read(cache, PyBytes_AS_STRING(key), len + 4, h, &odd);
+                if (odd) {
                     value = _PyDict_GetItem_KnownHash(cache, key, h);
                 }
             } else

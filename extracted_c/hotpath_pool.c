@@ -4,6 +4,7 @@
  * Glue, NOT proved.
  */
 #include "hotpath_pool.h"
+#include "hotpath_dict.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -153,28 +154,11 @@ log_reserve(pool_probe *c)
  * owns: what a read answers never depends on them (the real read is the
  * same _PyDict_GetItem_KnownHash with the same hash). A kept hash is used
  * only for the very object it was computed from (held until then; bytes are
- * immutable). The dict layout below is CPython 3.11/3.12's; a self-test
- * (pool_ahead_selftest) checks it on a real dict at import and turns the
- * read-ahead off if it does not hold. */
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+ * immutable). The dict layout is CPython 3.11/3.12's (hotpath_dict.h); a
+ * self-test (pool_ahead_selftest) checks it on a real dict at import and
+ * turns the read-ahead off if it does not hold. */
+#if HOTPATH_DICT_LAYOUT
 #define POOL_AHEAD_BUILD 1
-/* Include/internal/pycore_dict.h, struct _dictkeysobject, 3.11 and 3.12. */
-typedef struct {
-    Py_ssize_t dk_refcnt;
-    uint8_t dk_log2_size;
-    uint8_t dk_log2_index_bytes;
-    uint8_t dk_kind;
-    uint32_t dk_version;
-    Py_ssize_t dk_usable;
-    Py_ssize_t dk_nentries;
-    char dk_indices[]; /* then the entries */
-} ahead_keys;
-typedef struct {
-    Py_hash_t me_hash;
-    PyObject *me_key;
-    PyObject *me_value;
-} ahead_entry;
-#define AHEAD_KEYS_GENERAL 0
 #define AHEAD_KEY_MAX 60
 /* How far ahead (in reads) each stage runs (docs/hot-path.md). */
 #ifndef AHEAD_OBJECT
@@ -191,45 +175,6 @@ static int pool_ahead_ok = 0;
 
 #if POOL_AHEAD_BUILD
 #define AHEAD_FETCH(p) __builtin_prefetch((const void *)(p))
-
-/* The dict's keys object when it has the general layout, else NULL. */
-static ahead_keys *
-ahead_keys_of(PyObject *dict)
-{
-    ahead_keys *keys = (ahead_keys *)((PyDictObject *)dict)->ma_keys;
-    if (keys->dk_kind != AHEAD_KEYS_GENERAL || keys->dk_log2_index_bytes < keys->dk_log2_size
-        || keys->dk_log2_index_bytes - keys->dk_log2_size > 3) {
-        return NULL;
-    }
-    return keys;
-}
-
-/* The address of hash h's first index slot, and the index it holds. */
-static const char *
-ahead_slot(const ahead_keys *keys, Py_hash_t h)
-{
-    size_t mask = ((size_t)1 << keys->dk_log2_size) - 1;
-    int width = keys->dk_log2_index_bytes - keys->dk_log2_size;
-    return keys->dk_indices + (((size_t)h & mask) << width);
-}
-
-static Py_ssize_t
-ahead_index(const ahead_keys *keys, const char *slot)
-{
-    switch (keys->dk_log2_index_bytes - keys->dk_log2_size) {
-    case 0: return ((const int8_t *)slot)[0];
-    case 1: return ((const int16_t *)(const void *)slot)[0];
-    case 2: return ((const int32_t *)(const void *)slot)[0];
-    default: return (Py_ssize_t)((const int64_t *)(const void *)slot)[0];
-    }
-}
-
-static const ahead_entry *
-ahead_entries(const ahead_keys *keys)
-{
-    return (const ahead_entry *)(const void *)(keys->dk_indices
-                                               + ((size_t)1 << keys->dk_log2_index_bytes));
-}
 
 /* The ring slot of list position t, read as hashes[(index + 1) * stride - 1]:
  * consecutive indexes take consecutive slots whatever the stride. */
