@@ -84,7 +84,7 @@ apt-tools:
 # ---- native core -------------------------------------------------------------
 # The hot path: the extension extracted_c._hotpath (setup.py), rebuilt in
 # place when its sources change. `pip install .` builds the same thing.
-HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h \
+HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
 	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
 	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
 HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) setup.py
@@ -191,7 +191,7 @@ SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_
 	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
 	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
 	extracted_c/offload_lookup_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
-	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h
+	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h
 
 .PHONY: dist
 dist: $(DIST_STAMP)

@@ -71,7 +71,7 @@ setup(
                      "extracted_c/full_attention.h", "extracted_c/full_attention_probe.c",
                      "extracted_c/offload_lookup.c", "extracted_c/offload_lookup.h",
                      "extracted_c/offload_lookup_probe.c", "extracted_c/hotpath_pool.h",
-                     "extracted_c/hotpath_dict.h"],
+                     "extracted_c/hotpath_dict.h", "extracted_c/hotpath_siphash.h"],
             extra_compile_args=GLUE_FLAGS,
         )
     ],

@@ -1,11 +1,12 @@
 /*
  * hotpath_dict.h -- CPython 3.11/3.12's private dict layout, mirrored
  * (Include/internal/pycore_dict.h, struct _dictkeysobject and its entries),
- * and the reads of it: the read-ahead of hotpath_pool.c uses it for
- * prefetches only (answers never depend on it; its self-test checks the
- * layout on a real dict at import), and benchmarks/scan_floor.c for the
- * floor scan's prefetch and its copy of CPython's probe loop. Glue, NOT
- * proved. HOTPATH_DICT_LAYOUT is 0 on any other CPython: nothing below.
+ * and the reads of it that the read-ahead of hotpath_pool.c makes: fetches
+ * ahead of the reads, and ahead_find, a copy of CPython's probe sequence
+ * that answers only with an entry it can show is the key's (exactly bytes,
+ * equal; a dict has one entry per key), never with a miss. Its self-test
+ * checks the layout on a real dict at import. Glue, NOT proved.
+ * HOTPATH_DICT_LAYOUT is 0 on any other CPython: nothing below.
  */
 #ifndef HOTPATH_DICT_H
 #define HOTPATH_DICT_H
@@ -13,6 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
 #define HOTPATH_DICT_LAYOUT 1
@@ -48,13 +50,39 @@ ahead_keys_of(PyObject *dict)
     return keys;
 }
 
+/* An index slot that once named an entry since deleted (DKIX_DUMMY). */
+#define AHEAD_DUMMY (-2)
+
+/* The index table's mask: index slots are 0 .. mask. */
+static inline size_t
+ahead_mask(const ahead_keys *keys)
+{
+    return ((size_t)1 << keys->dk_log2_size) - 1;
+}
+
+/* The address of index slot i (i <= ahead_mask(keys)). */
+static inline const char *
+ahead_slot_at(const ahead_keys *keys, size_t i)
+{
+    int width = keys->dk_log2_index_bytes - keys->dk_log2_size;
+    return keys->dk_indices + ((i & ahead_mask(keys)) << width);
+}
+
 /* The address of hash h's first index slot. */
 static inline const char *
 ahead_slot(const ahead_keys *keys, Py_hash_t h)
 {
-    size_t mask = ((size_t)1 << keys->dk_log2_size) - 1;
-    int width = keys->dk_log2_index_bytes - keys->dk_log2_size;
-    return keys->dk_indices + (((size_t)h & mask) << width);
+    return ahead_slot_at(keys, (size_t)h);
+}
+
+/* The next index slot of a probe sequence, as CPython's lookup steps
+ * (Objects/dictobject.c: perturb >>= PERTURB_SHIFT; i = mask & (i*5 +
+ * perturb + 1)); the sequence starts at i = hash & mask, perturb = hash. */
+static inline void
+ahead_next_slot(const ahead_keys *keys, size_t *i, size_t *perturb)
+{
+    *perturb >>= 5;
+    *i = ahead_mask(keys) & (*i * 5 + *perturb + 1);
 }
 
 /* The index an index slot holds (-1 empty, -2 dummy, else an entry). */
@@ -74,6 +102,42 @@ ahead_entries(const ahead_keys *keys)
 {
     return (const ahead_entry *)(const void *)(keys->dk_indices
                                                + ((size_t)1 << keys->dk_log2_index_bytes));
+}
+
+/* The entry of the len-byte key buf (hash h, as CPython hashes it) when
+ * walking h's probe sequence as CPython's lookup does reaches an entry whose
+ * stored key is exactly bytes equal to buf; NULL when it reaches an empty
+ * slot first, or an entry of hash h whose key is not exactly bytes (where
+ * CPython's lookup would call that key's __eq__), or gives up after
+ * ahead_mask + 1 steps. A hit needs no trust in the walk: a dict has one
+ * entry per key, and the index only names live entries. */
+static inline const ahead_entry *
+ahead_find(const ahead_keys *keys, const char *buf, Py_ssize_t len, Py_hash_t h)
+{
+    const ahead_entry *ep0 = ahead_entries(keys);
+    size_t i = (size_t)h & ahead_mask(keys);
+    size_t perturb = (size_t)h;
+    size_t steps;
+
+    for (steps = 0; steps <= ahead_mask(keys); steps++) {
+        Py_ssize_t ix = ahead_index(keys, ahead_slot_at(keys, i));
+        if (ix >= 0 && ix < keys->dk_nentries) {
+            const ahead_entry *ep = &ep0[ix];
+            if (ep->me_hash == h) {
+                if (ep->me_key == NULL || !PyBytes_CheckExact(ep->me_key)) {
+                    return NULL;
+                }
+                if (PyBytes_GET_SIZE(ep->me_key) == len
+                    && memcmp(PyBytes_AS_STRING(ep->me_key), buf, (size_t)len) == 0) {
+                    return ep;
+                }
+            }
+        } else if (ix != AHEAD_DUMMY) {
+            return NULL; /* empty (or out of range: not a layout we read) */
+        }
+        ahead_next_slot(keys, &i, &perturb);
+    }
+    return NULL;
 }
 #else
 #define HOTPATH_DICT_LAYOUT 0

@@ -5,6 +5,7 @@
  */
 #include "hotpath_pool.h"
 #include "hotpath_dict.h"
+#include "hotpath_siphash.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -18,7 +19,6 @@ pool_probe_init(pool_probe *c)
     c->log_blocks = c->blocks_stack;
     c->stride = 1;
     c->fine_stride = 1;
-    c->last_at = -1;
 }
 
 int
@@ -76,13 +76,8 @@ pool_probe_release(pool_probe *c)
 {
     Py_ssize_t k;
 
-    if (c->ahead_ready) {
-        for (k = 0; k < POOL_AHEAD_RING; k++) {
-            Py_CLEAR(c->ahead[k].item);
-        }
-        c->ahead_ready = 0;
-    }
-    c->last_at = -1;
+    c->batch_lo = c->batch_hi = c->after_hit = 0;
+    c->batch_short = 0;
     if (c->log_blocks != NULL) {
         for (k = 0; k < c->log_len * c->ngroups; k++) {
             Py_XDECREF(c->log_blocks[k]);
@@ -143,204 +138,148 @@ log_reserve(pool_probe *c)
  *
  * The full-attention scan reads thousands of consecutive hashes, each a
  * chain of dependent cache misses (the hash's bytes, the dict's index slot,
- * its entry, the stored key, the block). In a lookup that asks for it
- * (ahead_on: the full-attention one; the sliding-window search reads short
- * runs, where hashing ahead of a run's end would be wasted), when reads go
- * one position at a time (up or down), the reads ahead of the current one
- * are fetched in stages: the hash object AHEAD_OBJECT reads ahead; the key
- * hashes (kept, so the real read does not hash again) and their index slots
- * AHEAD_HASH ahead; the entries AHEAD_ENTRY ahead; the stored keys and
- * blocks AHEAD_VALUE ahead. Only prefetches and reads of memory the dict
- * owns: what a read answers never depends on them (the real read is the
- * same _PyDict_GetItem_KnownHash with the same hash). A kept hash is used
- * only for the very object it was computed from (held until then; bytes are
- * immutable). The dict layout is CPython 3.11/3.12's (hotpath_dict.h); a
- * self-test (pool_ahead_selftest) checks it on a real dict at import and
- * turns the read-ahead off if it does not hold. */
+ * its entry, the stored key, the block) and a SipHash that waits on its own
+ * chain. In a lookup that asks for it (ahead_on: the full-attention one),
+ * when the search reads block i right after block i - 1, pool_batch reads
+ * blocks i .. i + POOL_BATCH - 1 together, in stages over the whole batch
+ * so that their misses overlap: the hash objects (and the next batch's,
+ * fetched), the key hashes (four at a time, hotpath_siphash.h, or
+ * _Py_HashBytes), the index slots, the entries, the stored keys and blocks,
+ * then the reads. A read of the batch is a copied walk of the dict
+ * (ahead_find, hotpath_dict.h) and counts only when it certifies a hit: an
+ * entry whose key is exactly bytes equal to the key and whose value is
+ * exactly vLLM's block class, in every group. A dict holds one entry per
+ * key, so that entry is what CPython's read would return. The batch stops
+ * at the first block it cannot certify (a miss, anything else, a read that
+ * would call Python); that block is read by probe_at, with CPython's own
+ * read, as without the read-ahead. The blocks of a batch are the ones the
+ * search reads next (block by block up to the first miss), logged as its
+ * probes would log them; a batch runs no Python code. The dict layout is
+ * CPython 3.11/3.12's (hotpath_dict.h); a self-test (pool_ahead_selftest)
+ * checks it on a real dict at import and turns the read-ahead off if it
+ * does not hold. */
 #if HOTPATH_DICT_LAYOUT
 #define POOL_AHEAD_BUILD 1
-#define AHEAD_KEY_MAX 60
-/* How far ahead (in reads) each stage runs (docs/hot-path.md). */
-#ifndef AHEAD_OBJECT
-#define AHEAD_OBJECT 24
-#define AHEAD_HASH 16
-#define AHEAD_ENTRY 10
-#define AHEAD_VALUE 5
-#endif
+#define AHEAD_LANES (POOL_BATCH * POOL_AHEAD_GROUPS)
 #else
 #define POOL_AHEAD_BUILD 0
 #endif
 
 static int pool_ahead_ok = 0;
+static int pool_own_hash = 0; /* hotpath_siphash13_x4 passed its self-test */
 
 #if POOL_AHEAD_BUILD
 #define AHEAD_FETCH(p) __builtin_prefetch((const void *)(p))
 
-/* The ring slot of list position t, read as hashes[(index + 1) * stride - 1]:
- * consecutive indexes take consecutive slots whatever the stride. */
-static pool_ahead_slot *
-ahead_slot_of(pool_probe *c, int64_t t, int64_t stride)
+/* Reads blocks i .. (at most POOL_BATCH, below limit) as described above;
+ * returns how many from i on it certified cached in every group, each
+ * logged (owned references) as probe_at logs a hit. Sets no exception. */
+static int64_t
+pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
 {
-    int64_t index = stride == 1 ? t + 1 : (t + 1) / stride; /* no division when plain */
-    return &c->ahead[index & (POOL_AHEAD_RING - 1)];
-}
+    const ahead_keys *keys = ahead_keys_of(c->cache);
+    unsigned char buf[AHEAD_LANES][POOL_AHEAD_KEY_MAX + 4];
+    const unsigned char *src[AHEAD_LANES];
+    Py_hash_t hash[AHEAD_LANES];
+    Py_ssize_t size = PyList_GET_SIZE(c->hashes);
+    Py_ssize_t len = -1;
+    Py_ssize_t ng = c->ngroups;
+    int64_t count = limit - i < POOL_BATCH ? limit - i : POOL_BATCH;
+    int64_t k, lanes, lane, g, at;
 
-/* Stage 2: hash position t's keys (kept) and fetch their index slots. */
-static void
-ahead_hash(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
-{
-    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
-    PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
-    char buf[AHEAD_KEY_MAX + 4];
-    Py_ssize_t len, g;
-
-    if (s->at == t && s->item == item) {
-        return;
+    if (keys == NULL) {
+        return 0;
     }
-    s->at = -1;
-    Py_CLEAR(s->item);
-    if (!PyBytes_CheckExact(item) || PyBytes_GET_SIZE(item) > AHEAD_KEY_MAX) {
-        return;
+    /* The batch's keys: hash + suffix, all of one length. */
+    for (k = 0; k < count; k++) {
+        PyObject *item;
+        at = (i + k + 1) * stride - 1; /* < limit * stride <= len(hashes) at the start */
+        if (at >= size) {
+            break;
+        }
+        item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)at);
+        if (!PyBytes_CheckExact(item) || PyBytes_GET_SIZE(item) > POOL_AHEAD_KEY_MAX
+            || PyBytes_GET_SIZE(item) < 1 || (len >= 0 && PyBytes_GET_SIZE(item) != len)) {
+            break;
+        }
+        len = PyBytes_GET_SIZE(item);
+        for (g = 0; g < ng; g++) {
+            lane = k * ng + g;
+            memcpy(buf[lane], PyBytes_AS_STRING(item), (size_t)len);
+            memcpy(buf[lane] + len, c->suffix[g], 4);
+            src[lane] = buf[lane];
+        }
     }
-    len = PyBytes_GET_SIZE(item);
-    memcpy(buf, PyBytes_AS_STRING(item), (size_t)len);
-    for (g = 0; g < c->ngroups; g++) {
-        memcpy(buf + len, c->suffix[g], 4);
-        s->hash[g] = _Py_HashBytes(buf, len + 4);
-        s->ix[g] = -1;
-        AHEAD_FETCH(ahead_slot(keys, s->hash[g]));
+    count = k;
+    lanes = count * ng;
+    /* The next batch's hash objects. */
+    for (k = count; k < count + POOL_BATCH && i + k < limit; k++) {
+        at = (i + k + 1) * stride - 1;
+        if (at < size) {
+            PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)at);
+            AHEAD_FETCH(item);
+            AHEAD_FETCH((const char *)item + 64);
+        }
     }
-    Py_INCREF(item);
-    s->item = item;
-    s->at = t;
-}
-
-/* Stage 3: read position t's index slots and fetch their entries. */
-static void
-ahead_entry_of(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
-{
-    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
-    Py_ssize_t g, ix;
-
-    if (s->at != t) {
-        return;
+    /* Key hashes, then their first index slots. */
+    lane = 0;
+    if (pool_own_hash) {
+        for (; lane + 4 <= lanes; lane += 4) {
+            hotpath_siphash13_x4(src + lane, len + 4, hash + lane);
+        }
     }
-    for (g = 0; g < c->ngroups; g++) {
-        ix = ahead_index(keys, ahead_slot(keys, s->hash[g]));
+    for (; lane < lanes; lane++) {
+        hash[lane] = _Py_HashBytes(buf[lane], len + 4);
+    }
+    for (lane = 0; lane < lanes; lane++) {
+        AHEAD_FETCH(ahead_slot(keys, hash[lane]));
+    }
+    /* The entries those slots name, then (hash alike) their keys and blocks. */
+    for (lane = 0; lane < lanes; lane++) {
+        Py_ssize_t ix = ahead_index(keys, ahead_slot(keys, hash[lane]));
         if (ix >= 0 && ix < keys->dk_nentries) {
-            s->ix[g] = ix;
             AHEAD_FETCH(&ahead_entries(keys)[ix]);
             AHEAD_FETCH((const char *)&ahead_entries(keys)[ix] + sizeof(ahead_entry) - 1);
         }
     }
-}
-
-/* Stage 4: fetch position t's stored keys and blocks. */
-static void
-ahead_value(pool_probe *c, const ahead_keys *keys, int64_t t, int64_t stride)
-{
-    pool_ahead_slot *s = ahead_slot_of(c, t, stride);
-    const ahead_entry *e;
-    Py_ssize_t g;
-
-    if (s->at != t) {
-        return;
-    }
-    for (g = 0; g < c->ngroups; g++) {
-        if (s->ix[g] >= 0 && s->ix[g] < keys->dk_nentries) {
-            e = &ahead_entries(keys)[s->ix[g]];
-            if (e->me_hash == s->hash[g] && e->me_key != NULL) {
+    for (lane = 0; lane < lanes; lane++) {
+        Py_ssize_t ix = ahead_index(keys, ahead_slot(keys, hash[lane]));
+        if (ix >= 0 && ix < keys->dk_nentries) {
+            const ahead_entry *e = &ahead_entries(keys)[ix];
+            if (e->me_hash == hash[lane] && e->me_key != NULL) {
                 AHEAD_FETCH(e->me_key);
                 AHEAD_FETCH((const char *)e->me_key + 64);
                 AHEAD_FETCH(e->me_value);
             }
         }
     }
-}
-
-/* Read-ahead around a read of list position at (see above). */
-static void
-pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
-{
-    int64_t step = at - c->last_at;
-    int64_t end = limit * stride; /* positions past it are never read */
-    int64_t t;
-    const ahead_keys *keys;
-
-    c->last_at = at;
-    if (!pool_ahead_ok || !c->ahead_on || !c->hashes_is_list || c->ngroups > POOL_AHEAD_GROUPS
-        || (step != stride && step != -stride)) {
-        return;
-    }
-    keys = ahead_keys_of(c->cache);
-    if (keys == NULL) {
-        return;
-    }
-    if (end > PyList_GET_SIZE(c->hashes)) {
-        end = PyList_GET_SIZE(c->hashes);
-    }
-    if (!c->ahead_ready) {
-        for (t = 0; t < POOL_AHEAD_RING; t++) {
-            c->ahead[t].at = -1;
-            c->ahead[t].item = NULL;
+    /* The reads, certified or the batch stops. */
+    for (k = 0; k < count; k++) {
+        PyObject **slot;
+        if (log_reserve(c) < 0) {
+            PyErr_Clear(); /* probe_at will meet it again, and raise */
+            break;
         }
-        c->ahead_ready = 1;
+        slot = c->log_blocks + c->log_len * ng;
+        for (g = 0; g < ng; g++) {
+            const ahead_entry *e = ahead_find(keys, (const char *)buf[k * ng + g], len + 4,
+                                              hash[k * ng + g]);
+            if (e == NULL || e->me_value == NULL
+                || Py_TYPE(e->me_value) != (PyTypeObject *)c->block_type) {
+                break;
+            }
+            slot[g] = e->me_value;
+        }
+        if (g < ng) {
+            break;
+        }
+        for (g = 0; g < ng; g++) {
+            Py_INCREF(slot[g]);
+        }
+        c->log_idx[c->log_len] = i + k;
+        c->log_len++;
     }
-    t = at + AHEAD_OBJECT * step;
-    if (t >= 0 && t < end) {
-        PyObject *item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)t);
-        AHEAD_FETCH(item);
-        AHEAD_FETCH((const char *)item + 64);
-    }
-    t = at + AHEAD_HASH * step;
-    if (t >= 0 && t < end) {
-        ahead_hash(c, keys, t, stride);
-    }
-    t = at + AHEAD_ENTRY * step;
-    if (t >= 0 && t < end) {
-        ahead_entry_of(c, keys, t, stride);
-    }
-    t = at + AHEAD_VALUE * step;
-    if (t >= 0 && t < end) {
-        ahead_value(c, keys, t, stride);
-    }
-}
-
-/* The kept hash of item + suffix[g] when position at was hashed ahead from
- * this very object, else -1. */
-static Py_hash_t
-ahead_kept_hash(pool_probe *c, int64_t at, int64_t stride, PyObject *item, Py_ssize_t g)
-{
-    pool_ahead_slot *s;
-
-    if (!c->ahead_ready) {
-        return -1;
-    }
-    s = ahead_slot_of(c, at, stride);
-    if (s->at == at && s->item == item && g < POOL_AHEAD_GROUPS) {
-        return s->hash[g];
-    }
-    return -1;
-}
-#else
-static void
-pool_ahead(pool_probe *c, int64_t at, int64_t stride, int64_t limit)
-{
-    (void)c;
-    (void)at;
-    (void)stride;
-    (void)limit;
-}
-
-static Py_hash_t
-ahead_kept_hash(pool_probe *c, int64_t at, int64_t stride, PyObject *item, Py_ssize_t g)
-{
-    (void)c;
-    (void)at;
-    (void)stride;
-    (void)item;
-    (void)g;
-    return -1;
+    return k;
 }
 #endif
 
@@ -351,7 +290,6 @@ pool_ahead_selftest(void)
     PyObject *dict, *key;
     ahead_keys *keys;
     const ahead_entry *e;
-    Py_ssize_t ix;
     Py_hash_t h;
     char buf[36];
     int k, found = 0, n = 512;
@@ -376,20 +314,22 @@ pool_ahead_selftest(void)
         memset(buf, 0, sizeof buf);
         memcpy(buf, &k, sizeof k);
         h = _Py_HashBytes(buf, (Py_ssize_t)sizeof buf);
-        ix = ahead_index(keys, ahead_slot(keys, h));
-        if (ix < 0 || ix >= keys->dk_nentries) {
-            continue;
-        }
-        e = &ahead_entries(keys)[ix];
-        if (e->me_hash == h && e->me_value == Py_None && PyBytes_CheckExact(e->me_key)
-            && memcmp(PyBytes_AS_STRING(e->me_key), buf, sizeof buf) == 0) {
+        e = ahead_find(keys, buf, (Py_ssize_t)sizeof buf, h);
+        if (e != NULL && e->me_value == Py_None) {
             found++;
+        }
+        /* An absent key is not found. */
+        buf[sizeof buf - 1] = 1;
+        h = _Py_HashBytes(buf, (Py_ssize_t)sizeof buf);
+        if (ahead_find(keys, buf, (Py_ssize_t)sizeof buf, h) != NULL) {
+            found = -n;
         }
     }
     Py_DECREF(dict);
-    /* Most keys sit in their first slot when the layout is right; none
-     * would match by chance otherwise. */
-    return found >= n / 2;
+    pool_own_hash = hotpath_siphash_selftest();
+    /* Every key is found when the layout is right; none would be by chance
+     * otherwise. */
+    return found == n;
 #else
     return 0;
 #endif
@@ -419,7 +359,7 @@ pool_ahead_set(int on)
  * (reused) or a new one (*fresh set); NULL with an exception set. */
 static PyObject *
 make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
-         Py_hash_t kept, Py_hash_t *key_hash, int *fresh)
+         Py_hash_t *key_hash, int *fresh)
 {
     PyObject *key;
     char *buf;
@@ -445,9 +385,8 @@ make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned ch
     memcpy(buf, hash, (size_t)hash_len);
     memcpy(buf + hash_len, suffix, 4);
 #if PY_VERSION_HEX < 0x030D0000
-    *key_hash = kept != -1 ? kept : _Py_HashBytes(buf, hash_len + 4);
+    *key_hash = _Py_HashBytes(buf, hash_len + 4);
 #else
-    (void)kept;
     *key_hash = -1;
 #endif
     return key;
@@ -457,7 +396,7 @@ make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned ch
  * (no exception) or NULL with an exception set. */
 static PyObject *
 read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned char *suffix,
-           Py_hash_t kept, int *miss)
+           int *miss)
 {
     PyObject *key;
     PyObject *block;
@@ -465,7 +404,7 @@ read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned 
     int fresh;
     int truth;
 
-    key = make_key(c, hash, hash_len, suffix, kept, &key_hash, &fresh);
+    key = make_key(c, hash, hash_len, suffix, &key_hash, &fresh);
     if (key == NULL) {
         return NULL;
     }
@@ -538,7 +477,6 @@ probe_at(pool_probe *c, int64_t index, int64_t stride, int64_t limit, int64_t lo
             c->status = PROBE_ERROR;
             return 0;
         }
-        pool_ahead(c, at, stride, limit);
         item = PyList_GET_ITEM(c->hashes, (Py_ssize_t)at); /* borrowed */
     } else {
         owned = item = PySequence_GetItem(c->hashes, (Py_ssize_t)at);
@@ -562,7 +500,7 @@ probe_at(pool_probe *c, int64_t index, int64_t stride, int64_t limit, int64_t lo
     slot = c->log_blocks + c->log_len * c->ngroups;
     for (g = 0; g < c->ngroups; g++) {
         slot[g] = read_block(c, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), c->suffix[g],
-                             ahead_kept_hash(c, at, stride, item, g), &miss);
+                             &miss);
         if (slot[g] == NULL) {
             while (g > 0) {
                 g--;
@@ -585,7 +523,33 @@ uint8_t
 pool_probe_block(void *ctx, int64_t i)
 {
     pool_probe *c = ctx;
-    return probe_at(c, i, c->stride, c->n, i);
+    uint8_t hit;
+
+    if (c->status != PROBE_OK) {
+        return 0;
+    }
+    if (i >= c->batch_lo && i < c->batch_hi) {
+        c->after_hit = i + 1;
+        return 1; /* certified and logged by the batch */
+    }
+#if POOL_AHEAD_BUILD
+    /* Block i right after a hit of block i - 1, and not where the last
+     * batch stopped short: the scan goes on, read the next blocks together. */
+    if (c->ahead_on && pool_ahead_ok && c->hashes_is_list && c->ngroups <= POOL_AHEAD_GROUPS
+        && i > 0 && i == c->after_hit && i < c->n && !(c->batch_short && i == c->batch_hi)) {
+        int64_t got = pool_batch(c, i, c->stride, c->n);
+        c->batch_lo = i;
+        c->batch_hi = i + got;
+        c->batch_short = got < POOL_BATCH && i + got < c->n;
+        if (got > 0) {
+            c->after_hit = i + 1;
+            return 1;
+        }
+    }
+#endif
+    hit = probe_at(c, i, c->stride, c->n, i);
+    c->after_hit = hit ? i + 1 : 0;
+    return hit;
 }
 
 uint8_t

@@ -41,17 +41,12 @@ enum probe_status {
     PROBE_UNSUPPORTED = 2, /* an input the fast path does not model */
 };
 
-/* Read-ahead ring: reads in flight (a power of two > AHEAD_HASH, hotpath_pool.c). */
-#define POOL_AHEAD_RING 32
-/* Groups whose reads are fetched ahead; more groups: no read-ahead. */
+/* Read-ahead: search indexes read together (a batch), the most groups it
+ * reads (more groups: no read-ahead) and the longest hash it reads. */
+#define POOL_BATCH 16
 #define POOL_AHEAD_GROUPS 4
+#define POOL_AHEAD_KEY_MAX 60
 
-typedef struct {
-    int64_t at;                           /* list position, or -1 */
-    PyObject *item;                       /* owned: hashes[at] when hashed */
-    Py_hash_t hash[POOL_AHEAD_GROUPS];    /* hash of item + suffix[g] */
-    Py_ssize_t ix[POOL_AHEAD_GROUPS];     /* its dict entry guess, or -1 */
-} pool_ahead_slot;
 
 typedef struct {
     /* What to read (set by the caller; borrowed references). */
@@ -79,17 +74,20 @@ typedef struct {
     Py_ssize_t log_len;
     Py_ssize_t log_cap;
     int log_on_heap;
-    /* Read-ahead (pool_ahead), for lookups that set ahead_on (the
-     * full-attention scan: long runs of consecutive reads): the last list
-     * position read, and for the positions ahead of it their hash object
-     * (owned) and key hashes. */
-    int64_t last_at;
+    /* Read-ahead (pool_batch), for lookups that set ahead_on (the
+     * full-attention scan: long runs of consecutive reads): the search
+     * indexes [batch_lo, batch_hi) that the last batch found cached in every
+     * group (logged), whether that batch stopped short at batch_hi (a read
+     * it could not certify: batch_hi is left to probe_at), and the block
+     * after the last block read that was a hit (0 if none). */
     int ahead_on;
-    int ahead_ready; /* the ring below is initialised (only once it is used) */
+    int batch_short;
+    int64_t batch_lo;
+    int64_t batch_hi;
+    int64_t after_hit;
     int64_t idx_stack[POOL_LOG_STACK];
     PyObject *blocks_stack[POOL_LOG_STACK];
     unsigned char suffix_stack[POOL_SUFFIX_STACK][4];
-    pool_ahead_slot ahead[POOL_AHEAD_RING];
 } pool_probe;
 
 /* An empty probe: nothing owned, safe to release. */
@@ -121,7 +119,10 @@ PyObject *pool_answer_list(pool_probe *c, Py_ssize_t g, PyObject *null_block,
  * holds on this interpreter, 0 if not, -1 with an exception set.
  * pool_ahead_set(1) turns it on if the self-test (run once) passed,
  * pool_ahead_set(0) off; both return whether it was on, or -1 with an
- * exception set. Answers never depend on it, only the time. */
+ * exception set. Answers never depend on it, only the time: a block it
+ * reads is a hit only when the dict holds an entry whose key is exactly
+ * these bytes (equal) and whose value is exactly vLLM's block class, and
+ * anything else is read by probe_at as without it. */
 int pool_ahead_selftest(void);
 int pool_ahead_set(int on);
 

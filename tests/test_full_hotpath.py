@@ -255,6 +255,99 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
 
 
 
+class _OtherBytes(bytes):
+    """A stored key CPython's dict finds for equal bytes (same hash, equal);
+    not exactly bytes, so the read-ahead leaves it to CPython."""
+
+
+class _Unequal(bytes):
+    """A stored key with the bytes and hash of a key that CPython's dict
+    does not find: it is never equal."""
+
+    __hash__ = bytes.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+class _Spoof(bytes):
+    """A stored key of other bytes with the hash of a key: CPython's dict
+    compares it and does not find the key."""
+
+    def __new__(cls, content: bytes, spoofed: int) -> "_Spoof":
+        self = super().__new__(cls, content)
+        self.spoofed = spoofed
+        return self
+
+    def __hash__(self) -> int:
+        return self.spoofed
+
+    __eq__ = bytes.__eq__
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_read_ahead_leaves_what_it_cannot_certify_to_cpython(native, trial) -> None:
+    """The read-ahead certifies a block only from an entry whose key is
+    exactly bytes equal to the key and whose value is exactly vLLM's block
+    class (extracted_c/hotpath_pool.c, pool_batch). Long cached runs with,
+    mid-run, what it must leave to CPython's own read: a key stored as a
+    bytes subclass (a hit for CPython), or as one never equal (a miss), a
+    stored key of other bytes under the key's hash (a miss), several blocks
+    under one key (vLLM's get_one_block), a hash of another length in the
+    request, deleted entries (dummy slots on probe sequences) and a block
+    evicted: every answer is vLLM's, answered in C."""
+    from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
+
+    rng = random.Random(20261203 + trial)
+    count = 0
+    with count_native() as path:
+        for _ in range(3 if QUICK else 8):
+            length = rng.randrange(60, 400)
+            groups = [0] if trial % 2 == 0 else [0, 2]
+            case = Case({g: [True] * length for g in groups}, 16, 16, 16,
+                        salt=bytes([trial, rng.randrange(256)]))
+            hashes = list(case.hashes)
+            cache = case.cache.block_pool.cached_block_hash_to_block._cache
+            for _ in range(6):
+                at = rng.randrange(length)
+                key = make_block_hash_with_group_id(hashes[at], rng.choice(groups))
+                kind = rng.randrange(7)
+                if kind == 0 and key in cache:  # the same key, stored as a subclass
+                    cache[_OtherBytes(key)] = cache.pop(key)
+                elif kind == 5 and key in cache:  # stored, never equal
+                    cache[_Unequal(key)] = cache.pop(key)
+                elif kind == 6 and key in cache:  # other bytes under its hash
+                    cache[_Spoof(rng.randbytes(len(key)), hash(key))] = cache.pop(key)
+                elif kind == 1 and key in cache:  # several blocks under the key
+                    block = cache[key]
+                    if not isinstance(block, dict):
+                        cache[key] = {block.block_id: block}
+                elif kind == 2:  # a hash of another length, cached
+                    longer = hashes[at] + b"+"
+                    if key in cache:
+                        for g in groups:
+                            old = cache.get(make_block_hash_with_group_id(hashes[at], g))
+                            if old is not None:
+                                cache[make_block_hash_with_group_id(longer, g)] = old
+                    hashes[at] = longer
+                elif kind == 3:  # entries put in and deleted: dummy slots
+                    others = [rng.randbytes(36) for _ in range(rng.randrange(1, 60))]
+                    for other in others:
+                        cache[other] = None
+                    for other in others:
+                        del cache[other]
+                elif key in cache and rng.random() < 0.3:  # evicted
+                    del cache[key]
+            for max_length in (length * 16, rng.randrange(1, length * 16 + 1)):
+                args = {**_args(case, max_length, rng.random() < 0.5), "block_hashes": hashes}
+                want = VLLM(**args)
+                got = FullAttentionManager.find_longest_cache_hit(**args)
+                assert_same_answer(got, want, (trial, length, max_length))
+                count += 1
+    assert path["native"] == count and path["delegated"] == 0, (path, count)
+    CASE_COUNTS["full attention, native vs vLLM, read-ahead over odd entries"] += count
+
+
 class _Coarse(FullAttentionManager):
     """Inherits vLLM's lookup but not its fine-grained hash mode, which
     vLLM's method reads as ``cls.supports_fine_grained_hash_lookup``."""
