@@ -64,11 +64,7 @@ What each part measures, and why it is built that way:
   - ``KVCacheManager.get_computed_blocks`` for a batch of 64 waiting
     32K-token requests on a hybrid config (full attention + one
     sliding-window group, and + three of one spec), next to the same batch
-    with both lookups answered from a table (the floor) and, for what
-    bounds it, ``benchmarks/scan_floor.c`` (benchmark only) over the same
-    full-attention blocks: the least work of a native scan (key, hash
-    ahead, one dict read, list append; no search, checks or log), once
-    with CPython's dict read and once with a copy of CPython's dict probe;
+    with both lookups answered from a table (the floor);
   - one step of vLLM's real ``Scheduler.schedule()`` (built as vLLM's own
     tests build it, no model) admitting 64 waiting requests of 8K..32K
     cached tokens over shared documents, plugin off vs on.
@@ -97,8 +93,7 @@ core; null when not measured), ``quartiles_us`` (p25/p75 per timed series),
 ``fixed_call_us`` and ``per_probe_ns`` (``hit``/``miss``) keyed by
 implementation name. ``sweep``: one row per (mode, N, hits).
 ``scheduler``: the get_computed_blocks rows (``median_ms`` per
-implementation and ``both_free``; ``floor_scan_ns_per_block`` per mode, or
-``floor_scan_error``; ``target``). ``full_attention``:
+implementation and ``both_free``; ``target``). ``full_attention``:
 ``all_cached``, ``fine_grained`` and ``sweep`` (``median_us_by_impl``).
 ``scheduler_step``: the ``Scheduler.schedule()`` row. Raw samples are not
 kept (their quartiles are).
@@ -107,7 +102,6 @@ kept (their quartiles are).
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import json
 import os
@@ -1014,63 +1008,6 @@ def _free_lookups(record_from: Patch) -> tuple[Patch, Patch]:
 
 
 NO_AHEAD = "ours, read-ahead off"
-FLOOR_MODES = {"CPython's dict read": 0, "a copy of CPython's dict probe": 1}
-
-
-@functools.cache
-def _scan_floor() -> tuple[Any, str | None]:
-    """``benchmarks/scan_floor.c`` (benchmark only: the least work of a
-    native full-attention scan) built into build/scan_floor and imported
-    (once per run), or (None, why not)."""
-    from setuptools import Distribution, Extension
-
-    out = ROOT / "build" / "scan_floor"
-    ext = Extension("_scan_floor", [str(ROOT / "benchmarks" / "scan_floor.c")],
-                    include_dirs=[str(ROOT / "extracted_c")],
-                    extra_compile_args=["-Wall", "-Wextra", "-Werror"],
-                    depends=[str(ROOT / "extracted_c" / "hotpath_dict.h")])
-    try:
-        cmd = Distribution({"name": "scan_floor", "ext_modules": [ext]}).get_command_obj("build_ext")
-        cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
-        cmd.ensure_finalized()
-        cmd.run()
-        sys.path.insert(0, str(out))
-        import _scan_floor  # type: ignore[import-not-found]
-    except Exception as exc:  # noqa: BLE001 - reported in the row, not hidden
-        return None, f"{type(exc).__name__}: {exc}"
-    finally:
-        if str(out) in sys.path:
-            sys.path.remove(str(out))
-    return _scan_floor, None
-
-
-def _floor_jobs(requests: Sequence[Any], pool: Any) -> tuple[dict[str, Callable[[], Any]], str | None]:
-    """The full-attention group's part of the batch as the floor scan
-    reads it, once per ``FLOOR_MODES`` mode, each checked to find every
-    block (all cached), or ({}, why not)."""
-    from vllm.v1.core.kv_cache_utils import KVCacheBlock
-
-    module, error = _scan_floor()
-    if module is None:
-        return {}, error
-    lists = [list(req.block_hashes) for req in requests]
-    cache = pool.cached_block_hash_to_block._cache
-    want = sum(len(x) for x in lists)
-    jobs = {}
-    for name, mode in FLOOR_MODES.items():
-        def job(mode: int = mode) -> int:
-            return module.scan(lists, cache, (0).to_bytes(4, "big"), KVCacheBlock, mode)
-
-        try:
-            got = job()
-        except ValueError as exc:  # mode 1 needs CPython 3.11/3.12's layout
-            return jobs, str(exc)
-        if got != want:
-            raise AssertionError(f"floor scan ({name}) found {got} of {want} cached blocks")
-        jobs[name] = job
-    return jobs, None
-
-
 def _read_ahead_off(fn: Callable[[], Any]) -> Callable[[], Any] | None:
     """``fn`` run with the native pool probe's read-ahead off, or None when
     it is not on (another CPython, or its dict-layout self-test failed)."""
@@ -1209,12 +1146,8 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
     jobs["both_free"] = (both_free, batch)
     if ahead_off is not None:
         jobs[NO_AHEAD] = (impls.table["ours"], ahead_off)
-    floor_jobs, floor_error = _floor_jobs(requests, pool) if swa_groups == 1 else ({}, None)
-    for name, job in floor_jobs.items():
-        jobs[f"floor: {name}"] = (VLLM_PATCH, job)
     samples, _ = time_interleaved([jobs], rounds, 0.0)
     med = {k: statistics.median(v) / 1e6 for k, v in samples.items()}
-    floor_ns = {name: med.pop(f"floor: {name}") * 1e6 / (n_requests * n) for name in floor_jobs}
     row = {
         "api": "KVCacheManager.get_computed_blocks",
         "coordinator": coordinator,
@@ -1235,10 +1168,6 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
                                 for k, v in med.items() if k != "both_free"},
         "quartiles_ms": {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()},
         "read_ahead_speedup": med[NO_AHEAD] / med["ours"] if NO_AHEAD in med else None,
-        # benchmarks/scan_floor.c over the full-attention group's blocks
-        # alone: the least work of a native scan, per block (no floor to take off).
-        "floor_scan_ns_per_block": floor_ns,
-        "floor_scan_error": floor_error,
     }
     row["target"] = {"want": SCHED_SPEEDUP, "ok": row["speedup"] >= SCHED_SPEEDUP}
     return row
@@ -1800,15 +1729,6 @@ def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], rows: list[
     return summary
 
 
-def _floor_detail(sched: list[dict[str, Any]]) -> str:
-    """The floor scan's cost per block, for a missed scheduler target."""
-    floors = [s["floor_scan_ns_per_block"] for s in sched if s.get("floor_scan_ns_per_block")]
-    if not floors:
-        return ""
-    return "; the least work of a native scan, same run: " + ", ".join(
-        f"{k} {min(f[k] for f in floors):.0f}-{max(f[k] for f in floors):.0f} ns" for k in floors[0])
-
-
 def print_issue12(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[str, Any],
                   impls: Impls, cost: dict[str, Any]) -> dict[str, Any]:
     """The full-attention rows, the scheduler rows and their verdicts."""
@@ -1825,8 +1745,8 @@ def print_issue12(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[
     a, f = full["all_cached"], full["fine_grained"]
     print(f"  {a['n_blocks']:,} blocks of {a['block_size']}, all cached ({a['vllm_probes']} vLLM probes): "
           f"vLLM {a['vllm_median_us']:.1f} us, ours {a['median_us']:.2f} us ({a['speedup']:.1f}x)"
-          + (f"; ours with the read-ahead off {a['read_ahead_off_us']:.2f} us (warm caches: nothing to "
-             "fetch ahead)" if a.get("read_ahead_off_us") else ""))
+          + (f"; ours with the read-ahead off {a['read_ahead_off_us']:.2f} us"
+             if a.get("read_ahead_off_us") else ""))
     print(f"  fine-grained (hash_block_size {f['hash_block_size']}, block_size {f['block_size']}, alignment "
           f"{f['alignment_tokens']}; {f['full_blocks']} full blocks + the tail's 2nd hash cached, max_length "
           f"{f['max_length']}): hit {f['hit_tokens']} tokens ({f['vllm_probes']} vLLM probes, phase 2 "
@@ -1857,14 +1777,6 @@ def print_issue12(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[
               + ", ".join(f"{k} {v}" for k, v in s["probes_per_batch"].items())
               + (f"; ours with the pool probe's read-ahead off {m[NO_AHEAD]:.2f} ms (read-ahead: "
                  f"{s['read_ahead_speedup']:.2f}x)" if s.get("read_ahead_speedup") else ""))
-        fl = s.get("floor_scan_ns_per_block") or {}
-        if fl:
-            print("  the least work of a native full-attention scan of the same blocks (benchmarks/scan_floor.c: "
-                  "key, hash ahead, one dict read, list append; no search, no checks, no log), per block: "
-                  + ", ".join(f"{k} {v:.0f} ns" for k, v in fl.items())
-                  + f"; ours {s['lookup_ns_per_block']['ours']:.0f} ns over the floor (both lookups)")
-        elif s.get("floor_scan_error"):
-            print(f"  floor scan not measured: {s['floor_scan_error']}")
     m = step["median_ms"]
     print(f"scheduler step: {step['scheduler']}.schedule() ({step['coordinator']}, {step['groups']}, window "
           f"{step['window_tokens']}), {step['requests']} waiting requests of {step['prompt_tokens'][0]:,}.."
@@ -1888,7 +1800,7 @@ def print_issue12(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[
            f"batch; {SCHED_SPEEDUP:.0f}x needs <= "
            f"{(worst['median_ms']['vllm'] / SCHED_SPEEDUP - worst['median_ms']['both_free']) * 1e6 / (worst['requests'] * worst['context_tokens'] // BS):.0f} ns "
            "(ours' sliding-window probe in the cost model above, warm caches, same run: "
-           f"{cost_pp['hit']:.0f} ns on a hit)" + _floor_detail(sched)
+           f"{cost_pp['hit']:.0f} ns on a hit)"
            if worst and not worst["target"]["ok"] else ""))
     per_block = a["median_us"] * 1000 / a["n_blocks"]
     out["full-attention>=6x"] = _verdict(
