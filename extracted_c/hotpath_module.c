@@ -916,11 +916,22 @@ read_ahead(PyObject *module, PyObject *arg)
     return PyBool_FromLong(was);
 }
 
+static PyObject *
+pool_key_hashes_method(PyObject *module, PyObject *keys)
+{
+    (void)module;
+    return pool_key_hashes(keys);
+}
+
 static PyMethodDef hotpath_methods[] = {
     {"read_ahead", read_ahead, METH_O,
      PyDoc_STR("read_ahead(on) -> bool: turn the read-ahead of consecutive pool reads off, or "
                "on again if its dict-layout self-test passes; returns whether it was on "
                "(answers never depend on it; for benchmarks)")},
+    {"key_hashes", (PyCFunction)(void (*)(void))pool_key_hashes_method, METH_O,
+     PyDoc_STR("key_hashes(keys) -> list[int] | None: the hashes the read-ahead computes "
+               "itself for a list of bytes of one length (1-64 bytes; each must be hash(key)), "
+               "or None when it leaves them to CPython's _Py_HashBytes (for tests)")},
     {"offload_lookup", (PyCFunction)(void (*)(void))offload_lookup, METH_FASTCALL,
      PyDoc_STR("offload_lookup(lookup, keys, req_context, window, initial_window, hit, "
                "pending, miss) -> int | None | NotImplemented: vLLM's "

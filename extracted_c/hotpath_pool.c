@@ -143,8 +143,8 @@ log_reserve(pool_probe *c)
  * when the search reads block i right after block i - 1, pool_batch reads
  * blocks i .. i + POOL_BATCH - 1 together, in stages over the whole batch
  * so that their misses overlap: the hash objects (and the next batch's,
- * fetched), the key hashes (four at a time, hotpath_siphash.h, or
- * _Py_HashBytes), the index slots, the entries, the stored keys and blocks,
+ * fetched), the key hashes (eight at a time in AVX2 registers,
+ * hotpath_siphash.h, or _Py_HashBytes), the index slots, the entries, the stored keys and blocks,
  * then the reads. A read of the batch is a copied walk of the dict
  * (ahead_find, hotpath_dict.h) and counts only when it certifies a hit: an
  * entry whose key is exactly bytes equal to the key and whose value is
@@ -161,15 +161,36 @@ log_reserve(pool_probe *c)
 #if HOTPATH_DICT_LAYOUT
 #define POOL_AHEAD_BUILD 1
 #define AHEAD_LANES (POOL_BATCH * POOL_AHEAD_GROUPS)
+/* A key (hash + 4-byte suffix) fills at most one hashing row. */
+typedef char pool_key_fits_row[POOL_AHEAD_KEY_MAX + 4 <= HOTPATH_HASH_ROW ? 1 : -1];
 #else
 #define POOL_AHEAD_BUILD 0
 #endif
 
 static int pool_ahead_ok = 0;
-static int pool_own_hash = 0; /* hotpath_siphash13_x4 passed its self-test */
+static int pool_own_hash = 0; /* hotpath_siphash13_rows passed its self-test */
 
 #if POOL_AHEAD_BUILD
 #define AHEAD_FETCH(p) __builtin_prefetch((const void *)(p))
+
+/* The hashes of the lanes len-byte keys at rows + r * HOTPATH_HASH_ROW:
+ * eight at a time by hotpath_siphash13_rows where its self-test passed,
+ * the rest (or all) by _Py_HashBytes. */
+static void
+key_hashes(const unsigned char *rows, Py_ssize_t lanes, Py_ssize_t len, Py_hash_t *out)
+{
+    Py_ssize_t lane = 0;
+
+#if HOTPATH_SIPHASH
+    if (pool_own_hash) {
+        lane = lanes - lanes % HOTPATH_HASH_LANES;
+        hotpath_siphash13_rows(rows, lane, len, out);
+    }
+#endif
+    for (; lane < lanes; lane++) {
+        out[lane] = _Py_HashBytes(rows + lane * HOTPATH_HASH_ROW, len);
+    }
+}
 
 /* Reads blocks i .. (at most POOL_BATCH, below limit) as described above;
  * returns how many from i on it certified cached in every group, each
@@ -178,8 +199,7 @@ static int64_t
 pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
 {
     const ahead_keys *keys = ahead_keys_of(c->cache);
-    unsigned char buf[AHEAD_LANES][POOL_AHEAD_KEY_MAX + 4];
-    const unsigned char *src[AHEAD_LANES];
+    unsigned char buf[AHEAD_LANES][HOTPATH_HASH_ROW]; /* a key per row, then zeros */
     Py_hash_t hash[AHEAD_LANES];
     Py_ssize_t size = PyList_GET_SIZE(c->hashes);
     Py_ssize_t len = -1;
@@ -207,7 +227,7 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
             lane = k * ng + g;
             memcpy(buf[lane], PyBytes_AS_STRING(item), (size_t)len);
             memcpy(buf[lane] + len, c->suffix[g], 4);
-            src[lane] = buf[lane];
+            memset(buf[lane] + len + 4, 0, (size_t)(HOTPATH_HASH_ROW - len - 4));
         }
     }
     count = k;
@@ -222,15 +242,7 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
         }
     }
     /* Key hashes, then their first index slots. */
-    lane = 0;
-    if (pool_own_hash) {
-        for (; lane + 4 <= lanes; lane += 4) {
-            hotpath_siphash13_x4(src + lane, len + 4, hash + lane);
-        }
-    }
-    for (; lane < lanes; lane++) {
-        hash[lane] = _Py_HashBytes(buf[lane], len + 4);
-    }
+    key_hashes(&buf[0][0], lanes, len + 4, hash);
     for (lane = 0; lane < lanes; lane++) {
         AHEAD_FETCH(ahead_slot(keys, hash[lane]));
     }
@@ -326,12 +338,76 @@ pool_ahead_selftest(void)
         }
     }
     Py_DECREF(dict);
+#if HOTPATH_SIPHASH
     pool_own_hash = hotpath_siphash_selftest();
+#endif
     /* Every key is found when the layout is right; none would be by chance
      * otherwise. */
     return found == n;
 #else
     return 0;
+#endif
+}
+
+PyObject *
+pool_key_hashes(PyObject *keys)
+{
+#if POOL_AHEAD_BUILD
+    Py_ssize_t n, k, len = 0;
+    unsigned char *rows;
+    Py_hash_t *out;
+    PyObject *result;
+
+    if (!pool_own_hash) {
+        Py_RETURN_NONE;
+    }
+    if (!PyList_CheckExact(keys)) {
+        return PyErr_Format(PyExc_TypeError, "keys must be a list of bytes, not %.100s",
+                            Py_TYPE(keys)->tp_name);
+    }
+    n = PyList_GET_SIZE(keys);
+    for (k = 0; k < n; k++) {
+        PyObject *key = PyList_GET_ITEM(keys, k);
+        if (!PyBytes_CheckExact(key)) {
+            return PyErr_Format(PyExc_TypeError, "keys[%zd] must be bytes, not %.100s", k,
+                                Py_TYPE(key)->tp_name);
+        }
+        if (k == 0) {
+            len = PyBytes_GET_SIZE(key);
+        }
+        if (PyBytes_GET_SIZE(key) != len || len < 1 || len > HOTPATH_HASH_ROW) {
+            return PyErr_Format(PyExc_ValueError,
+                                "keys must all be of one length in [1, %d] bytes (keys[%zd] has "
+                                "%zd, keys[0] %zd)", HOTPATH_HASH_ROW, k, PyBytes_GET_SIZE(key),
+                                len);
+        }
+    }
+    rows = PyMem_Calloc((size_t)(n > 0 ? n : 1), HOTPATH_HASH_ROW);
+    out = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_hash_t));
+    if (rows == NULL || out == NULL) {
+        PyMem_Free(rows);
+        PyMem_Free(out);
+        return PyErr_NoMemory();
+    }
+    for (k = 0; k < n; k++) {
+        memcpy(rows + k * HOTPATH_HASH_ROW, PyBytes_AS_STRING(PyList_GET_ITEM(keys, k)), (size_t)len);
+    }
+    key_hashes(rows, n, len, out);
+    result = PyList_New(n);
+    for (k = 0; result != NULL && k < n; k++) {
+        PyObject *h = PyLong_FromSsize_t(out[k]);
+        if (h == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, k, h);
+    }
+    PyMem_Free(rows);
+    PyMem_Free(out);
+    return result;
+#else
+    (void)keys;
+    Py_RETURN_NONE;
 #endif
 }
 

@@ -126,4 +126,11 @@ PyObject *pool_answer_list(pool_probe *c, Py_ssize_t g, PyObject *null_block,
 int pool_ahead_selftest(void);
 int pool_ahead_set(int on);
 
+/* The hashes the read-ahead gives keys (a list of bytes of one length,
+ * 1 to 64 bytes), as a list of ints, when it hashes them itself
+ * (hotpath_siphash.h passed its self-test); None when it leaves every hash
+ * to _Py_HashBytes. NULL with TypeError / ValueError on other input. For
+ * tests: each must be hash(key). */
+PyObject *pool_key_hashes(PyObject *keys);
+
 #endif /* HOTPATH_POOL_H */

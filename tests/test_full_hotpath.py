@@ -24,6 +24,8 @@ import random
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("vllm")
 
@@ -253,6 +255,58 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
         module.read_ahead(was_on)
     CASE_COUNTS[f"full attention, native vs vLLM, read-ahead {'on' if ahead else 'off'}"] += count
 
+
+
+def _cpu_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx2" in line for line in f)
+    except OSError:
+        return False
+
+
+@settings(max_examples=300 if not QUICK else 60, deadline=None)
+@given(length=st.integers(1, 64), count=st.integers(0, 40), seed=st.integers(0, 2**32 - 1))
+def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: int) -> None:
+    """The read-ahead hashes its keys itself, eight at a time in AVX2
+    registers (extracted_c/hotpath_siphash.h), where its import self-test
+    passes: on CPython 3.11/3.12 on an x86-64 CPU with AVX2 (this machine
+    and CI's) it must be in use, and every hash it gives must be
+    ``hash(key)``, for every key length it takes (the rest of a batch, not
+    a multiple of eight, is hashed by CPython's ``_Py_HashBytes``). A wrong
+    hash would only make the read-ahead find nothing (then CPython's read
+    answers), so this is what keeps it fast, not correct."""
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    rng = random.Random(seed)
+    keys = [rng.randbytes(length) for _ in range(count)]
+    got = module.key_hashes(keys)
+    in_use = sys.version_info[:2] in ((3, 11), (3, 12)) and _cpu_has_avx2()
+    if os.uname().machine != "x86_64":
+        in_use = False
+    assert (got is not None) == in_use, (got is not None, in_use)
+    if got is not None:
+        assert got == [hash(k) for k in keys]
+
+
+@pytest.mark.parametrize("keys, error", [
+    ((b"ab",), TypeError),
+    ([b"ab", "cd"], TypeError),
+    ([b"ab", bytearray(b"cd")], TypeError),
+    ([b"ab", b"c"], ValueError),
+    ([b""], ValueError),
+    ([bytes(65)], ValueError),
+])
+def test_key_hashes_rejects_bad_input(keys, error) -> None:
+    """Bad input to the test hook is a clear error, never a crash."""
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    if module.key_hashes([b"x"]) is None:
+        pytest.skip("the read-ahead leaves its hashes to CPython here")
+    with pytest.raises(error, match="keys"):
+        module.key_hashes(keys)
 
 
 class _OtherBytes(bytes):
