@@ -104,6 +104,38 @@ ahead_entries(const ahead_keys *keys)
                                                + ((size_t)1 << keys->dk_log2_index_bytes));
 }
 
+/* vLLM's keys: a 32-byte hash (sha256) and the 4-byte group id. */
+#define AHEAD_COMMON_KEY 36
+
+/* 1 when the len-byte strings a and b are equal (the common key length
+ * compared with a constant size, which the compiler does inline). */
+static inline int
+ahead_same_bytes(const char *a, const char *b, Py_ssize_t len)
+{
+    if (len == AHEAD_COMMON_KEY) {
+        return memcmp(a, b, AHEAD_COMMON_KEY) == 0;
+    }
+    return memcmp(a, b, (size_t)len) == 0;
+}
+
+/* What entry ep says of the len-byte key buf of hash h: 1 when its stored
+ * key is exactly bytes and equal to buf (then it is the dict's entry for
+ * buf), 0 when its hash or its bytes differ (CPython's lookup would walk
+ * on), -1 when its hash is h and its key is not exactly bytes (CPython's
+ * lookup would call that key's __eq__). */
+static inline int
+ahead_entry_is(const ahead_entry *ep, const char *buf, Py_ssize_t len, Py_hash_t h)
+{
+    if (ep->me_hash != h) {
+        return 0;
+    }
+    if (ep->me_key == NULL || !PyBytes_CheckExact(ep->me_key)) {
+        return -1;
+    }
+    return PyBytes_GET_SIZE(ep->me_key) == len
+           && ahead_same_bytes(PyBytes_AS_STRING(ep->me_key), buf, len);
+}
+
 /* The entry of the len-byte key buf (hash h, as CPython hashes it) when
  * walking h's probe sequence as CPython's lookup does reaches an entry whose
  * stored key is exactly bytes equal to buf; NULL when it reaches an empty
@@ -122,15 +154,9 @@ ahead_find(const ahead_keys *keys, const char *buf, Py_ssize_t len, Py_hash_t h)
     for (steps = 0; steps <= ahead_mask(keys); steps++) {
         Py_ssize_t ix = ahead_index(keys, ahead_slot_at(keys, i));
         if (ix >= 0 && ix < keys->dk_nentries) {
-            const ahead_entry *ep = &ep0[ix];
-            if (ep->me_hash == h) {
-                if (ep->me_key == NULL || !PyBytes_CheckExact(ep->me_key)) {
-                    return NULL;
-                }
-                if (PyBytes_GET_SIZE(ep->me_key) == len
-                    && memcmp(PyBytes_AS_STRING(ep->me_key), buf, (size_t)len) == 0) {
-                    return ep;
-                }
+            int is = ahead_entry_is(&ep0[ix], buf, len, h);
+            if (is != 0) {
+                return is > 0 ? &ep0[ix] : NULL;
             }
         } else if (ix != AHEAD_DUMMY) {
             return NULL; /* empty (or out of range: not a layout we read) */

@@ -98,17 +98,20 @@ pool_probe_release(pool_probe *c)
     Py_CLEAR(c->key);
 }
 
+/* The log grown (full): to twice its size, or at once to room for a hit of
+ * every block the search may read (c->n, and the fine tail), whichever is
+ * more. */
 static int
-log_reserve(pool_probe *c)
+log_grow(pool_probe *c)
 {
     Py_ssize_t cap;
     int64_t *idx;
     PyObject **blocks;
 
-    if (c->log_len < c->log_cap) {
-        return 0;
-    }
     cap = c->log_cap * 2;
+    if (cap < c->n + 2 && c->n < PY_SSIZE_T_MAX / 2) {
+        cap = (Py_ssize_t)c->n + 2;
+    }
     if (cap > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(PyObject *) / c->ngroups) {
         PyErr_NoMemory();
         return -1;
@@ -132,6 +135,13 @@ log_reserve(pool_probe *c)
     c->log_cap = cap;
     c->log_on_heap = 1;
     return 0;
+}
+
+/* Room for one more log entry: 0, or -1 with an exception set. */
+static inline int
+log_reserve(pool_probe *c)
+{
+    return c->log_len < c->log_cap ? 0 : log_grow(c);
 }
 
 /* ---- Read-ahead -----------------------------------------------------------
@@ -201,6 +211,7 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
     const ahead_keys *keys = ahead_keys_of(c->cache);
     unsigned char buf[AHEAD_LANES][HOTPATH_HASH_ROW]; /* a key per row, then zeros */
     Py_hash_t hash[AHEAD_LANES];
+    const ahead_entry *first[AHEAD_LANES];
     Py_ssize_t size = PyList_GET_SIZE(c->hashes);
     Py_ssize_t len = -1;
     Py_ssize_t ng = c->ngroups;
@@ -225,9 +236,15 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
         len = PyBytes_GET_SIZE(item);
         for (g = 0; g < ng; g++) {
             lane = k * ng + g;
-            memcpy(buf[lane], PyBytes_AS_STRING(item), (size_t)len);
-            memcpy(buf[lane] + len, c->suffix[g], 4);
-            memset(buf[lane] + len + 4, 0, (size_t)(HOTPATH_HASH_ROW - len - 4));
+            if (len == AHEAD_COMMON_KEY - 4) { /* sizes the compiler can copy inline */
+                memcpy(buf[lane], PyBytes_AS_STRING(item), AHEAD_COMMON_KEY - 4);
+                memcpy(buf[lane] + AHEAD_COMMON_KEY - 4, c->suffix[g], 4);
+                memset(buf[lane] + AHEAD_COMMON_KEY, 0, HOTPATH_HASH_ROW - AHEAD_COMMON_KEY);
+            } else {
+                memcpy(buf[lane], PyBytes_AS_STRING(item), (size_t)len);
+                memcpy(buf[lane] + len, c->suffix[g], 4);
+                memset(buf[lane] + len + 4, 0, (size_t)(HOTPATH_HASH_ROW - len - 4));
+            }
         }
     }
     count = k;
@@ -246,23 +263,23 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
     for (lane = 0; lane < lanes; lane++) {
         AHEAD_FETCH(ahead_slot(keys, hash[lane]));
     }
-    /* The entries those slots name, then (hash alike) their keys and blocks. */
+    /* The entries those slots name (first[lane]: NULL when the slot names
+     * none), then (hash alike) their keys and blocks. */
     for (lane = 0; lane < lanes; lane++) {
         Py_ssize_t ix = ahead_index(keys, ahead_slot(keys, hash[lane]));
+        first[lane] = NULL;
         if (ix >= 0 && ix < keys->dk_nentries) {
-            AHEAD_FETCH(&ahead_entries(keys)[ix]);
-            AHEAD_FETCH((const char *)&ahead_entries(keys)[ix] + sizeof(ahead_entry) - 1);
+            first[lane] = &ahead_entries(keys)[ix];
+            AHEAD_FETCH(first[lane]);
+            AHEAD_FETCH((const char *)first[lane] + sizeof(ahead_entry) - 1);
         }
     }
     for (lane = 0; lane < lanes; lane++) {
-        Py_ssize_t ix = ahead_index(keys, ahead_slot(keys, hash[lane]));
-        if (ix >= 0 && ix < keys->dk_nentries) {
-            const ahead_entry *e = &ahead_entries(keys)[ix];
-            if (e->me_hash == hash[lane] && e->me_key != NULL) {
-                AHEAD_FETCH(e->me_key);
-                AHEAD_FETCH((const char *)e->me_key + 64);
-                AHEAD_FETCH(e->me_value);
-            }
+        const ahead_entry *e = first[lane];
+        if (e != NULL && e->me_hash == hash[lane] && e->me_key != NULL) {
+            AHEAD_FETCH(e->me_key);
+            AHEAD_FETCH((const char *)e->me_key + 64);
+            AHEAD_FETCH(e->me_value);
         }
     }
     /* The reads, certified or the batch stops. */
@@ -274,8 +291,13 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
         }
         slot = c->log_blocks + c->log_len * ng;
         for (g = 0; g < ng; g++) {
-            const ahead_entry *e = ahead_find(keys, (const char *)buf[k * ng + g], len + 4,
-                                              hash[k * ng + g]);
+            /* The key's first slot names its entry (most keys), or the
+             * walk from there finds it, or nothing certifies it. */
+            const char *key = (const char *)buf[k * ng + g];
+            const ahead_entry *e = first[k * ng + g];
+            if (e == NULL || ahead_entry_is(e, key, len + 4, hash[k * ng + g]) <= 0) {
+                e = ahead_find(keys, key, len + 4, hash[k * ng + g]);
+            }
             if (e == NULL || e->me_value == NULL
                 || Py_TYPE(e->me_value) != (PyTypeObject *)c->block_type) {
                 break;
