@@ -154,20 +154,21 @@ log_reserve(pool_probe *c)
  * blocks i .. i + POOL_BATCH - 1 together, in stages over the whole batch
  * so that their misses overlap: the hash objects (and the next batch's,
  * fetched), the key hashes (eight at a time in AVX2 registers,
- * hotpath_siphash.h, or _Py_HashBytes), the index slots, the entries, the stored keys and blocks,
- * then the reads. A read of the batch is a copied walk of the dict
- * (ahead_find, hotpath_dict.h) and counts only when it certifies a hit: an
- * entry whose key is exactly bytes equal to the key and whose value is
- * exactly vLLM's block class, in every group. A dict holds one entry per
- * key, so that entry is what CPython's read would return. The batch stops
- * at the first block it cannot certify (a miss, anything else, a read that
- * would call Python); that block is read by probe_at, with CPython's own
- * read, as without the read-ahead. The blocks of a batch are the ones the
- * search reads next (block by block up to the first miss), logged as its
- * probes would log them; a batch runs no Python code. The dict layout is
- * CPython 3.11/3.12's (hotpath_dict.h); a self-test (pool_ahead_selftest)
- * checks it on a real dict at import and turns the read-ahead off if it
- * does not hold. */
+ * hotpath_siphash.h, or _Py_HashBytes), the index slots, the entries, the
+ * stored keys and blocks, then the reads. A read of the batch counts only
+ * when it certifies a hit: an entry whose key is exactly bytes equal to the
+ * key (ahead_entry_is, hotpath_dict.h) and whose value is exactly vLLM's
+ * block class, in every group; it looks at the entry the key's first index
+ * slot names, then walks the dict as CPython's lookup does (ahead_find). A
+ * dict holds one entry per key, so that entry is what CPython's read would
+ * return. The batch stops at the first block it cannot certify (a miss,
+ * anything else, a read that would call Python); that block is read by
+ * probe_at, with CPython's own read, as without the read-ahead. The blocks
+ * of a batch are the ones the search reads next (block by block up to the
+ * first miss), logged as its probes would log them; a batch runs no Python
+ * code. The dict layout is CPython 3.11/3.12's (hotpath_dict.h); a
+ * self-test (pool_ahead_selftest) checks it on a real dict at import and
+ * turns the read-ahead off if it does not hold. */
 #if HOTPATH_DICT_LAYOUT
 #define POOL_AHEAD_BUILD 1
 #define AHEAD_LANES (POOL_BATCH * POOL_AHEAD_GROUPS)
