@@ -1,12 +1,22 @@
 /*
- * hotpath_dict.h -- CPython 3.11/3.12's private dict layout, mirrored
- * (Include/internal/pycore_dict.h, struct _dictkeysobject and its entries),
+ * hotpath_dict.h -- CPython 3.11-3.13's private dict layout, mirrored
+ * (Include/internal/pycore_dict.h, struct _dictkeysobject and its entries:
+ * the same fields in all three in a build with the GIL; a free-threaded
+ * build adds dk_mutex and is refused, hotpath_module.c),
  * and the reads of it that the read-ahead of hotpath_pool.c makes: fetches
  * ahead of the reads, and ahead_find, a copy of CPython's probe sequence
  * that answers only with an entry it can show is the key's (exactly bytes,
  * equal; a dict has one entry per key), never with a miss. Its self-test
  * checks the layout on a real dict at import. Glue, NOT proved.
- * HOTPATH_DICT_LAYOUT is 0 on any other CPython: nothing below.
+ * HOTPATH_DICT_LAYOUT is 0 on any other CPython (3.14 and later: layout
+ * not verified): nothing below.
+ *
+ * CPython's hash of bytes: 3.11/3.12 declare _Py_HashBytes and
+ * _Py_HashSecret in Include/pyhash.h; 3.13 moved both into
+ * Include/internal/pycore_pyhash.h (Py_BUILD_CORE only) and still exports
+ * them (PyAPI_FUNC / PyAPI_DATA, for _datetime and _elementtree): on 3.13
+ * they are declared here as there. pool_ahead_selftest checks _Py_HashBytes
+ * against bytes' own hash before the read-ahead is used.
  */
 #ifndef HOTPATH_DICT_H
 #define HOTPATH_DICT_H
@@ -16,8 +26,33 @@
 #include <stdint.h>
 #include <string.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
 #define HOTPATH_DICT_LAYOUT 1
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* Include/internal/pycore_pyhash.h of CPython 3.13, as declared there. */
+typedef union {
+    unsigned char uc[24];
+    struct {
+        Py_hash_t prefix;
+        Py_hash_t suffix;
+    } fnv;
+    struct {
+        uint64_t k0;
+        uint64_t k1;
+    } siphash;
+    struct {
+        unsigned char padding[16];
+        Py_hash_t suffix;
+    } djbx33a;
+    struct {
+        unsigned char padding[16];
+        Py_hash_t hashsalt;
+    } expat;
+} _Py_HashSecret_t;
+PyAPI_FUNC(Py_hash_t) _Py_HashBytes(const void *, Py_ssize_t);
+PyAPI_DATA(_Py_HashSecret_t) _Py_HashSecret;
+#endif
 
 typedef struct {
     Py_ssize_t dk_refcnt;

@@ -923,7 +923,19 @@ pool_key_hashes_method(PyObject *module, PyObject *keys)
     return pool_key_hashes(keys);
 }
 
+static PyObject *
+fast_paths(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return pool_fast_paths();
+}
+
 static PyMethodDef hotpath_methods[] = {
+    {"fast_paths", fast_paths, METH_NOARGS,
+     PyDoc_STR("fast_paths() -> dict: what this build and interpreter get: read_ahead (compiled "
+               "in and its dict-layout self-test passed), read_ahead_on (now), hash "
+               "('avx2-siphash13' or 'cpython'), built (True), why (a sentence)")},
     {"read_ahead", read_ahead, METH_O,
      PyDoc_STR("read_ahead(on) -> bool: turn the read-ahead of consecutive pool reads off, or "
                "on again if its dict-layout self-test passes; returns whether it was on "

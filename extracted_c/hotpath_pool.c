@@ -166,7 +166,7 @@ log_reserve(pool_probe *c)
  * probe_at, with CPython's own read, as without the read-ahead. The blocks
  * of a batch are the ones the search reads next (block by block up to the
  * first miss), logged as its probes would log them; a batch runs no Python
- * code. The dict layout is CPython 3.11/3.12's (hotpath_dict.h); a
+ * code. The dict layout is CPython 3.11-3.13's (hotpath_dict.h); a
  * self-test (pool_ahead_selftest) checks it on a real dict at import and
  * turns the read-ahead off if it does not hold. */
 #if HOTPATH_DICT_LAYOUT
@@ -179,9 +179,11 @@ typedef char pool_key_fits_row[POOL_AHEAD_KEY_MAX + 4 <= HOTPATH_HASH_ROW ? 1 : 
 #endif
 
 static int pool_ahead_ok = 0;
-static int pool_own_hash = 0; /* hotpath_siphash13_rows passed its self-test */
+static int pool_layout = -1; /* pool_ahead_selftest's result, once known */
 
 #if POOL_AHEAD_BUILD
+static int pool_own_hash = 0; /* hotpath_siphash13_rows passed its self-test */
+
 #define AHEAD_FETCH(p) __builtin_prefetch((const void *)(p))
 
 /* The hashes of the lanes len-byte keys at rows + r * HOTPATH_HASH_ROW:
@@ -349,6 +351,21 @@ pool_ahead_selftest(void)
         memset(buf, 0, sizeof buf);
         memcpy(buf, &k, sizeof k);
         h = _Py_HashBytes(buf, (Py_ssize_t)sizeof buf);
+        if (k < 8) {
+            /* _Py_HashBytes is bytes' own hash (on 3.13 it is declared
+             * by hotpath_dict.h, not by Python.h). */
+            Py_hash_t own;
+            key = PyBytes_FromStringAndSize(buf, sizeof buf);
+            own = key == NULL ? -1 : PyObject_Hash(key);
+            Py_XDECREF(key);
+            if (own == -1) {
+                Py_DECREF(dict);
+                return -1;
+            }
+            if (own != h) {
+                found = -n;
+            }
+        }
         e = ahead_find(keys, buf, (Py_ssize_t)sizeof buf, h);
         if (e != NULL && e->me_value == Py_None) {
             found++;
@@ -437,17 +454,50 @@ pool_key_hashes(PyObject *keys)
 int
 pool_ahead_set(int on)
 {
-    static int layout = -1; /* the self-test's result, once known */
     int was = pool_ahead_ok;
 
-    if (on && layout < 0) {
-        layout = pool_ahead_selftest();
-        if (layout < 0) {
+    if (on && pool_layout < 0) {
+        pool_layout = pool_ahead_selftest();
+        if (pool_layout < 0) {
             return -1;
         }
     }
-    pool_ahead_ok = on && layout;
+    pool_ahead_ok = on && pool_layout;
     return was;
+}
+
+PyObject *
+pool_fast_paths(void)
+{
+    char why[400];
+    const char *hash = "cpython";
+    int ahead = 0;
+
+#if POOL_AHEAD_BUILD
+    ahead = pool_layout == 1;
+    if (pool_own_hash) {
+        hash = "avx2-siphash13";
+    }
+    PyOS_snprintf(why, sizeof why, "CPython %d.%d: read-ahead %s; key hashes: %s",
+                  PY_MAJOR_VERSION, PY_MINOR_VERSION,
+                  ahead ? "on (dict-layout self-test passed)"
+                        : "off (dict-layout self-test failed)",
+                  !ahead ? "the dict's own (no read-ahead)"
+#if HOTPATH_SIPHASH
+                  : pool_own_hash ? "AVX2 SipHash-1-3 (self-test against _Py_HashBytes passed)"
+                  : "_Py_HashBytes (AVX2 SipHash self-test failed: no AVX2, or another hash)"
+#else
+                  : "_Py_HashBytes (AVX2 SipHash compiled out: not x86-64 with GCC/clang)"
+#endif
+    );
+#else
+    PyOS_snprintf(why, sizeof why, "CPython %d.%d: read-ahead compiled out (the dict layout "
+                  "of this version is not verified; hotpath_dict.h); key hashes: the dict's own",
+                  PY_MAJOR_VERSION, PY_MINOR_VERSION);
+#endif
+    return Py_BuildValue("{sOsOsssOss}", "read_ahead", ahead ? Py_True : Py_False,
+                         "read_ahead_on", pool_ahead_ok ? Py_True : Py_False, "hash", hash,
+                         "built", Py_True, "why", why);
 }
 
 /* The key of one read: hash + suffix. On CPython 3.11/3.12 one bytes
@@ -474,6 +524,7 @@ make_key(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned ch
     key = c->key;
     *fresh = 0;
 #else
+    (void)c; /* no reused key: no _PyDict_GetItem_KnownHash in 3.13's public API */
     key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
     if (key == NULL) {
         return NULL;

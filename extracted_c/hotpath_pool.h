@@ -30,6 +30,14 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The glue relies on the GIL for a lookup's whole call (hotpath_module.c)
+ * and mirrors the dict layout of builds with one (hotpath_dict.h); setup.py
+ * does not build it for a free-threaded CPython, and extracted_c/hotpath.py
+ * refuses it there (the Python core serves). */
+#ifdef Py_GIL_DISABLED
+#error "extracted_c._hotpath does not support free-threaded CPython (Py_GIL_DISABLED)"
+#endif
+
 /* Log slots (entries x groups) kept on the caller's stack. */
 #define POOL_LOG_STACK 512
 /* Group suffixes kept on the caller's stack. */
@@ -132,5 +140,12 @@ int pool_ahead_set(int on);
  * to _Py_HashBytes. NULL with TypeError / ValueError on other input. For
  * tests: each must be hash(key). */
 PyObject *pool_key_hashes(PyObject *keys);
+
+/* What this build and interpreter get: {"read_ahead": the read-ahead is
+ * compiled in and its self-test passed, "read_ahead_on": it is on now
+ * (pool_ahead_set), "hash": "avx2-siphash13" (hotpath_siphash.h) or
+ * "cpython" (_Py_HashBytes, or the dict's own hashing), "built": True,
+ * "why": a sentence}. */
+PyObject *pool_fast_paths(void);
 
 #endif /* HOTPATH_POOL_H */

@@ -228,13 +228,13 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
     """The pool probe's read-ahead (prefetches, and key hashes kept for the
     reads ahead; extracted_c/hotpath_pool.c) changes the time only: long
     cached runs read with it off and on give vLLM's answer, answered in C.
-    On CPython 3.11/3.12 its dict-layout self-test passes, so it is on by
+    On CPython 3.11-3.13 its dict-layout self-test passes, so it is on by
     default; elsewhere it is off and asking for it reports off."""
     from extracted_c import hotpath
 
     module = hotpath.load()
     was_on = module.read_ahead(True)
-    assert was_on == (sys.version_info[:2] in ((3, 11), (3, 12))), was_on
+    assert was_on == (sys.version_info[:2] in READ_AHEAD_VERSIONS), was_on
     module.read_ahead(ahead)
     try:
         rng = random.Random(20261202)
@@ -257,6 +257,11 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
 
 
 
+# The CPythons whose dict layout (and hash of bytes) the read-ahead reads
+# (extracted_c/hotpath_dict.h); compiled out elsewhere.
+READ_AHEAD_VERSIONS = ((3, 11), (3, 12), (3, 13))
+
+
 def _cpu_has_avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:
@@ -270,7 +275,7 @@ def _cpu_has_avx2() -> bool:
 def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: int) -> None:
     """The read-ahead hashes its keys itself, eight at a time in AVX2
     registers (extracted_c/hotpath_siphash.h), where its import self-test
-    passes: on CPython 3.11/3.12 on an x86-64 CPU with AVX2 (this machine
+    passes: on CPython 3.11-3.13 on an x86-64 CPU with AVX2 (this machine
     and CI's) it must be in use, and every hash it gives must be
     ``hash(key)``, for every key length it takes (the rest of a batch, not
     a multiple of eight, is hashed by CPython's ``_Py_HashBytes``). A wrong
@@ -282,7 +287,7 @@ def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: i
     rng = random.Random(seed)
     keys = [rng.randbytes(length) for _ in range(count)]
     got = module.key_hashes(keys)
-    in_use = sys.version_info[:2] in ((3, 11), (3, 12)) and _cpu_has_avx2()
+    in_use = sys.version_info[:2] in READ_AHEAD_VERSIONS and _cpu_has_avx2()
     if os.uname().machine != "x86_64":
         in_use = False
     assert (got is not None) == in_use, (got is not None, in_use)
