@@ -9,17 +9,32 @@ and offload_lookup.c in their probe instances, the texts Frama-C/WP proves)
 are compiled with the flags ``make lib`` uses for the library (C99,
 pedantic, warnings as errors); the CPython glue
 (``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
-compiled with Python's own flags; all are linked into one extension module.
+compiled with Python's own flags plus GLUE_FLAGS (warnings as errors); all
+are linked into one extension module.
 
-Without a C compiler the install still succeeds: the build says so in one
-clear message and the plugin then serves lookups with the pure-Python core
-(it says so once in vLLM's log). SWA_PREFIX_CACHE_REQUIRE_NATIVE=1 makes
-a failed build an error instead (``make setup`` sets it, so a broken build
-cannot pass unnoticed).
+A failed native build (no C compiler, no Python headers, a compile error)
+fails the install, with a message that says why and how to install without
+it: pip shows a build backend's output only when the build fails, so a
+build that only warned would pass unnoticed. SWA_PREFIX_CACHE_NATIVE
+chooses:
+
+  unset or ``required``  a failed build is an error (the default);
+  ``optional``           a failed build is reported and the package installs
+                         without the extension: the plugin then serves
+                         lookups with the pure-Python core (same answers,
+                         slower) and says so once in vLLM's log.
+
+SWA_PREFIX_CACHE_REQUIRE_NATIVE=1, the former switch, still means
+``required``. On an interpreter the glue does not support (free-threaded
+CPython, ``Py_GIL_DISABLED``; not CPython) the extension is not built at all
+(a message; extracted_c/hotpath.py's unsupported_reason), whatever the
+switch says.
 """
 
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -32,6 +47,29 @@ CORE_SOURCES = [
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+
+NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
+LEGACY_REQUIRE_ENV = "SWA_PREFIX_CACHE_REQUIRE_NATIVE"
+
+
+def native_mode() -> str:
+    """``required`` or ``optional`` (SWA_PREFIX_CACHE_NATIVE; see above)."""
+    mode = os.environ.get(NATIVE_ENV, "").strip().lower() or "required"
+    if mode not in ("required", "optional"):
+        raise SystemExit(f"swa-prefix-cache: {NATIVE_ENV}={mode!r}: expected 'required' "
+                         "or 'optional'")
+    return mode
+
+
+def unsupported_reason() -> str | None:
+    """extracted_c/hotpath.py's answer (read from the file: the package is
+    not importable while it is being built)."""
+    path = Path(__file__).resolve().parent / "extracted_c" / "hotpath.py"
+    spec = importlib.util.spec_from_file_location("_swa_hotpath_loader", path)
+    assert spec is not None and spec.loader is not None
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    return loader.unsupported_reason()
 
 
 class BuildHotPath(build_ext):
@@ -49,19 +87,36 @@ class BuildHotPath(build_ext):
             ext.extra_objects = list(objects)
             super().build_extension(ext)
         except Exception as exc:  # no compiler, missing headers, a failed compile
-            if os.environ.get("SWA_PREFIX_CACHE_REQUIRE_NATIVE") == "1":
-                raise
-            sys.stderr.write(
+            why = (
                 "\nswa-prefix-cache: could not build the native hot path "
                 f"(extracted_c._hotpath): {exc}\n"
                 "  Is a C compiler (gcc or clang) and the Python headers installed?\n"
-                "  The package is installed without it; vLLM lookups will use the\n"
-                "  pure-Python stride search (slower, same answers).\n\n"
             )
+            if native_mode() == "required":
+                sys.stderr.write(
+                    why + "  The install stops here. To install without the native hot "
+                    "path (vLLM\n  lookups then use the pure-Python stride search: same "
+                    f"answers, slower):\n    {NATIVE_ENV}=optional pip install ...\n\n")
+                raise SystemExit(
+                    f"swa-prefix-cache: native build failed ({exc}); "
+                    f"{NATIVE_ENV}=optional installs without it") from exc
+            sys.stderr.write(
+                why + f"  {NATIVE_ENV}=optional: the package is installed without it; "
+                "vLLM\n  lookups will use the pure-Python stride search (slower, same "
+                "answers).\n\n")
 
+
+if os.environ.get(LEGACY_REQUIRE_ENV) == "1" and NATIVE_ENV not in os.environ:
+    os.environ[NATIVE_ENV] = "required"
+native_mode()  # a bad value is an error at once
+
+REASON = unsupported_reason()
+if REASON is not None:
+    sys.stderr.write(f"\nswa-prefix-cache: the native hot path is not built: {REASON}; "
+                     "the plugin uses the pure-Python core.\n\n")
 
 setup(
-    ext_modules=[
+    ext_modules=[] if REASON is not None else [
         Extension(
             "extracted_c._hotpath",
             sources=GLUE_SOURCES,

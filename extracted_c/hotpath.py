@@ -10,9 +10,15 @@ cffi library).
 import importlib
 import importlib.util
 import os
+import platform
+import sys
+import sysconfig
 from types import ModuleType
 
 HOTPATH_ENV = "PREFIX_CACHE_HOTPATH"
+# setup.py's switch: unset or "required" (a failed build fails the install),
+# "optional" (install without the extension, saying so).
+NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
 MODULE = "extracted_c._hotpath"
 
 _module: ModuleType | None = None
@@ -22,10 +28,28 @@ class HotPathUnavailable(ImportError):
     """The extension was not built or cannot be loaded."""
 
 
+def unsupported_reason() -> str | None:
+    """Why this interpreter gets no extension at all (setup.py does not build
+    it, load() refuses it), or None: the glue is CPython's (C API, the GIL
+    held for a whole lookup, a dict layout of builds with the GIL), so a
+    free-threaded build (``Py_GIL_DISABLED``) or another implementation is
+    served by the Python core."""
+    if sys.implementation.name != "cpython":
+        return (f"{platform.python_implementation()} is not CPython: the native hot path is "
+                "CPython's C API")
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return ("free-threaded CPython (Py_GIL_DISABLED) is not supported by the native hot "
+                "path (it needs the GIL for a whole lookup)")
+    return None
+
+
 def load() -> ModuleType:
     """The extension module, loaded once; ``HotPathUnavailable`` says why not."""
     global _module
     if _module is None:
+        reason = unsupported_reason()
+        if reason is not None:
+            raise HotPathUnavailable(f"{MODULE} is not used: {reason}")
         path = os.environ.get(HOTPATH_ENV)
         try:
             if path:
@@ -38,9 +62,24 @@ def load() -> ModuleType:
                 module = importlib.import_module(MODULE)
         except ImportError as exc:
             where = path or MODULE
+            built = path or any(
+                name.startswith("_hotpath.") for name in os.listdir(os.path.dirname(__file__)))
+            why = ("it was not built (installed without a working C compiler, with "
+                   f"{NATIVE_ENV}=optional)" if not built else f"it cannot be loaded ({exc})")
             raise HotPathUnavailable(
-                f"{where} cannot be loaded ({exc}); reinstall the package with a C "
-                "compiler present (pip install .) or run `make setup`"
+                f"{where}: {why}; reinstall the package with a C compiler and the Python "
+                "headers present (pip install .) or run `make setup`"
             ) from exc
         _module = module
     return _module
+
+
+def fast_paths() -> dict[str, object]:
+    """What this interpreter gets: the extension's own answer (its
+    ``fast_paths()``: read_ahead, read_ahead_on, hash, built, why), or
+    built False with the reason it is not used."""
+    try:
+        return dict(load().fast_paths())
+    except HotPathUnavailable as exc:
+        return {"built": False, "read_ahead": False, "read_ahead_on": False, "hash": "none",
+                "why": str(exc)}

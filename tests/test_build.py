@@ -1,6 +1,11 @@
-"""The extension's build (setup.py): without a C compiler a user's install
-still succeeds and says why there is no native hot path; where the build is
-required (``make setup``, CI) the same failure is an error.
+"""The extension's build (setup.py): a failed native build fails the
+install by default, with a message that says why and how to install without
+it (SWA_PREFIX_CACHE_NATIVE=optional), which pip shows in its normal output
+(pip prints a backend's output only when the build fails);
+SWA_PREFIX_CACHE_NATIVE=optional installs without it and says so; the
+former SWA_PREFIX_CACHE_REQUIRE_NATIVE=1 still means required. On a
+free-threaded CPython nothing is built and extracted_c/hotpath.py refuses
+the extension.
 
 Each case builds into its own temporary folder (``--build-lib`` /
 ``--build-temp``), so the in-place extension the other tests use is never
@@ -10,21 +15,34 @@ touched.
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
+import pytest
+
+from extracted_c import hotpath
+
 ROOT = Path(__file__).resolve().parent.parent
+NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
+LEGACY_ENV = "SWA_PREFIX_CACHE_REQUIRE_NATIVE"
 
 
-def _build(tmp_path: Path, cc: str, require: bool) -> subprocess.CompletedProcess[str]:
+def _build(tmp_path: Path, cc: str, mode: str | None = None, legacy: bool = False,
+           prelude: str = "") -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CC=cc)
-    env.pop("SWA_PREFIX_CACHE_REQUIRE_NATIVE", None)
-    if require:
-        env["SWA_PREFIX_CACHE_REQUIRE_NATIVE"] = "1"
-    return subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext",
-         "--build-lib", str(tmp_path / "lib"), "--build-temp", str(tmp_path / "temp")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
+    env.pop(NATIVE_ENV, None)
+    env.pop(LEGACY_ENV, None)
+    if mode is not None:
+        env[NATIVE_ENV] = mode
+    if legacy:
+        env[LEGACY_ENV] = "1"
+    argv = ["setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+            "--build-temp", str(tmp_path / "temp")]
+    code = (prelude + "import runpy, sys\n"
+            f"sys.argv = {argv!r}\n"
+            "runpy.run_path('setup.py', run_name='__main__')\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def _built(tmp_path: Path) -> list[Path]:
@@ -32,20 +50,86 @@ def _built(tmp_path: Path) -> list[Path]:
 
 
 def test_builds_with_a_compiler(tmp_path: Path) -> None:
-    done = _build(tmp_path, os.environ.get("CC", "gcc"), require=True)
+    done = _build(tmp_path, os.environ.get("CC", "gcc"))
     assert done.returncode == 0, done.stderr
     assert len(_built(tmp_path)) == 1
 
 
-def test_no_compiler_warns_and_installs_without_it(tmp_path: Path) -> None:
-    done = _build(tmp_path, str(tmp_path / "no-such-cc"), require=False)
-    assert done.returncode == 0, done.stderr
+@pytest.mark.parametrize("cc", ["no-such-cc", "/bin/false"])
+def test_failed_build_fails_by_default_and_says_how_to_skip_it(tmp_path: Path, cc: str) -> None:
+    done = _build(tmp_path, cc if cc.startswith("/") else str(tmp_path / cc))
+    assert done.returncode != 0
     assert "could not build the native hot path" in done.stderr
     assert "C compiler" in done.stderr
+    assert f"{NATIVE_ENV}=optional" in done.stderr
     assert _built(tmp_path) == []
 
 
-def test_no_compiler_is_an_error_when_required(tmp_path: Path) -> None:
-    done = _build(tmp_path, str(tmp_path / "no-such-cc"), require=True)
+def test_optional_installs_without_it_and_says_so(tmp_path: Path) -> None:
+    done = _build(tmp_path, str(tmp_path / "no-such-cc"), mode="optional")
+    assert done.returncode == 0, done.stderr
+    assert "could not build the native hot path" in done.stderr
+    assert "installed without it" in done.stderr
+    assert _built(tmp_path) == []
+
+
+@pytest.mark.parametrize("mode, legacy", [("required", False), (None, True)])
+def test_required_is_an_error(tmp_path: Path, mode: str | None, legacy: bool) -> None:
+    done = _build(tmp_path, str(tmp_path / "no-such-cc"), mode=mode, legacy=legacy)
     assert done.returncode != 0
+    assert "could not build the native hot path" in done.stderr
     assert _built(tmp_path) == []
+
+
+def test_a_bad_mode_is_an_error(tmp_path: Path) -> None:
+    done = _build(tmp_path, os.environ.get("CC", "gcc"), mode="maybe")
+    assert done.returncode != 0
+    assert f"{NATIVE_ENV}='maybe'" in done.stderr
+
+
+FREE_THREADED = (
+    "import sysconfig\n"
+    "_get = sysconfig.get_config_var\n"
+    "sysconfig.get_config_var = lambda name: 1 if name == 'Py_GIL_DISABLED' else _get(name)\n"
+)
+
+
+def test_free_threaded_builds_nothing_and_says_so(tmp_path: Path) -> None:
+    done = _build(tmp_path, os.environ.get("CC", "gcc"), prelude=FREE_THREADED)
+    assert done.returncode == 0, done.stderr
+    assert "native hot path is not built" in done.stderr
+    assert "free-threaded" in done.stderr
+    assert _built(tmp_path) == []
+
+
+def _fake_config(real, **fake):  # noqa: ANN001, ANN003, ANN202
+    return lambda name: fake[name] if name in fake else real(name)
+
+
+def test_unsupported_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = sysconfig.get_config_var
+    assert hotpath.unsupported_reason() is None or not sysconfig.get_config_var("Py_GIL_DISABLED")
+    monkeypatch.setattr(sysconfig, "get_config_var", _fake_config(real, Py_GIL_DISABLED=1))
+    assert "free-threaded" in (hotpath.unsupported_reason() or "")
+    monkeypatch.setattr(sysconfig, "get_config_var", _fake_config(real, Py_GIL_DISABLED=0))
+    assert hotpath.unsupported_reason() is None
+
+
+def test_load_refuses_a_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hotpath, "_module", None)
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        _fake_config(sysconfig.get_config_var, Py_GIL_DISABLED=1))
+    with pytest.raises(hotpath.HotPathUnavailable, match="free-threaded"):
+        hotpath.load()
+    paths = hotpath.fast_paths()
+    assert paths["built"] is False and "free-threaded" in paths["why"]
+
+
+def test_a_missing_build_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The message the plugin logs once when there is no extension."""
+    monkeypatch.setattr(hotpath, "_module", None)
+    monkeypatch.setattr(hotpath, "MODULE", "extracted_c._no_such_hotpath")
+    monkeypatch.setattr(hotpath, "__file__", str(tmp_path / "hotpath.py"))
+    monkeypatch.delenv(hotpath.HOTPATH_ENV, raising=False)
+    with pytest.raises(hotpath.HotPathUnavailable, match="was not built"):
+        hotpath.load()
