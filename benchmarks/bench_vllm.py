@@ -1878,7 +1878,9 @@ def main() -> int:
         step = dict(n_requests=64, docs=8, min_tokens=8192, max_tokens=32768, window=1024,
                     swa_groups=1, budget=8192, rounds=args.sched_rounds)
     rng = random.Random(args.seed)
-    known, version, digest = adapter_fingerprint.check_installed()
+    version = adapter_fingerprint.installed_version()
+    found = adapter_fingerprint.check(adapter_fingerprint.SLIDING_WINDOW)
+    known, digest = found.known, found.variant or "changed: " + ", ".join(found.changed)
     baseline_speedups()  # fail early without the baseline receipt
     impls = capture_impls()
     if impls.native_error:
@@ -1901,7 +1903,7 @@ def main() -> int:
     sched = [scheduler_bench(impls, w, nr, ctx, SEED_HIT_RATE, sched_rounds, rng, swa_groups=g)
              for w, nr, ctx, g in sched_cfgs]
     step_row = scheduler_step_bench(impls, rng=rng, **step)
-    print(f"vLLM {version} (fingerprint {digest[:16]}, {'known' if known else 'UNKNOWN'}) real BlockPool, "
+    print(f"vLLM {version} (lookup code {'as in ' + digest if known else 'UNKNOWN, ' + digest}) real BlockPool, "
           f"block size {BS}, 32-byte hashes, {filler:,} other cached blocks in every pool; answers checked "
           f"and probes counted on {max(masks, probe_masks)} masks per cell, timed on {masks} masks x "
           f"{rounds} rounds; baseline {BASELINE.name}" + (" [QUICK: timings mean nothing]" if args.quick else ""))
@@ -1928,7 +1930,7 @@ def main() -> int:
                         "cpus": os.cpu_count(), "torch": torch.__version__,
                         "vllm": getattr(vllm, "__version__", "unknown")},
         "vllm_version": version,
-        "vllm_fingerprint": {"known": known, "version": version, "sha256": digest},
+        "vllm_fingerprint": {"known": known, "version": version, "variant": digest},
         "core": impls.backend,
         "other_core": impls.other,
         "other_error": impls.other_error,

@@ -860,7 +860,8 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
 
     from vllm_adapter import fingerprint
 
-    known, version, digest = fingerprint.check_installed()
+    found = fingerprint.check(fingerprint.SLIDING_WINDOW)
+    known, digest = found.known, found.variant or "changed: " + ", ".join(found.changed)
     models: dict[str, Any] = {}
     for model, outcomes in all_outcomes.items():
         engine = outcomes[0].engine
@@ -944,7 +945,7 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
         "started": started,
         "wall_s": round(wall_s, 1),
         "vllm_version": getattr(vllm, "__version__", "?"),
-        "fingerprint": digest,
+        "fingerprint": digest,  # the known variant's name (its releases)
         "fingerprint_known": known,
         "python": platform.python_version(),
         "machine": platform.machine(),

@@ -121,13 +121,16 @@ def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> N
 
 
 def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
+    from vllm_adapter import known_sources
+
     version = vllm_adapter.fingerprint.installed_version()
-    monkeypatch.setattr(vllm_adapter.fingerprint, "KNOWN_FINGERPRINTS", {version: "0" * 64})
+    monkeypatch.setitem(known_sources.VARIANTS, "sliding_window", [])
     with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
         assert not vllm_adapter.install(Mode.ON)
     assert not vllm_adapter.is_installed()
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
     assert f"unknown vLLM build {version}" in caplog.text
+    assert "SlidingWindowManager.find_longest_cache_hit" in caplog.text  # what changed
     assert len([r for r in caplog.records if "unpatched" in r.getMessage()]) == 1
 
 

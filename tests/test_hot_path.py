@@ -348,8 +348,9 @@ def test_keyboard_interrupt_is_not_swallowed(core, monkeypatch) -> None:
 def test_unknown_pool_read_fingerprint_probes_through_vllm(
     core, monkeypatch, masks_built, caplog
 ) -> None:
-    version = fingerprint.installed_version()
-    monkeypatch.setattr(fingerprint, "POOL_READ_FINGERPRINTS", {version: "0" * 64})
+    from vllm_adapter import known_sources
+
+    monkeypatch.setitem(known_sources.VARIANTS, "pool_read", [])
     with caplog.at_level(logging.INFO, logger="vllm_adapter"):
         _install(core)
     assert "probing through get_cached_block" in caplog.text

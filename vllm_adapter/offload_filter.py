@@ -14,7 +14,7 @@ the all-stored offload lookup reads for a promised hit (the offload variant
 of ``pyspec.reachable.correct_mask``). Default ``off``: vLLM's own filter.
 
 The patch applies only to a vLLM whose offload sources hash to a known
-fingerprint (``fingerprint.OFFLOAD_FINGERPRINTS``), independently of the
+fingerprint (``fingerprint.OFFLOAD_FILTER``), independently of the
 lookup patch; any other build keeps vLLM's filter, said once in the log.
 Inside the method, a configuration the model does not cover (Mamba or
 chunked-local groups, DCP > 1, partial-tail offloading, a group that is
@@ -70,14 +70,12 @@ def install() -> bool:
             return False
         from vllm_adapter import fingerprint
 
-        try:
-            known, version, digest = fingerprint.check_offload_installed()
-        except Exception as exc:  # offloading missing or reshaped
-            _state.reason = f"cannot fingerprint vLLM's offload scheduler: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
-            return False
-        if not known:
-            _state.reason = f"unknown vLLM offload scheduler {version} (fingerprint {digest[:16]})"
+        version = fingerprint.installed_version()
+        found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
+        if not found.known:
+            _state.reason = (
+                f"unknown vLLM offload scheduler {version} (changed: {', '.join(found.changed)})"
+            )
             logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
             return False
         from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (

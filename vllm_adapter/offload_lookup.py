@@ -8,10 +8,10 @@ search (``offload_stride_search``: extracted_c/offload_lookup.c through the
 extension, or pyspec/offload_lookup.py with the python core) returns the
 same value while asking the manager about ``N / W + 2W`` chunks.
 
-Which managers: exactly vLLM 0.33.0's ``CPUOffloadingManager`` with its own
+Which managers: exactly vLLM's ``CPUOffloadingManager`` with its own
 ``lookup`` and an LRU or ARC policy with its own ``get`` (a dict read; the
 chunk's ``is_ready`` property), as their sources were fingerprinted
-(``fingerprint.OFFLOAD_LOOKUP_FINGERPRINTS``). Any other manager (the tiered
+(``fingerprint.OFFLOAD_LOOKUP``). Any other manager (the tiered
 manager, whose lookup starts asynchronous work and answers ``RETRY``, a
 custom one), any other policy, a patched method or an argument outside the
 model is answered by vLLM's own scan. The per-call check is cheap: types and
@@ -62,14 +62,12 @@ def install(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
         if mode is Mode.OFF:
             _state.reason = "mode off"
             return False
-        try:
-            known, version, digest = fingerprint.check_offload_lookup_installed()
-        except Exception as exc:  # vLLM without the offloading connector
-            _state.reason = f"cannot fingerprint the KV-offload lookup: {exc!r}"
-            logger.info("swa-prefix-cache: %s; vLLM's own offload scan stays", _state.reason)
-            return False
-        if not known:
-            _state.reason = f"unknown KV-offload lookup in vLLM {version} ({digest[:16]})"
+        found = fingerprint.check(fingerprint.OFFLOAD_LOOKUP)
+        if not found.known:
+            _state.reason = (
+                f"unknown KV-offload lookup in vLLM {fingerprint.installed_version()} "
+                f"(changed: {', '.join(found.changed)})"
+            )
             logger.info("swa-prefix-cache: %s; vLLM's own offload scan stays", _state.reason)
             return False
         from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (

@@ -91,9 +91,10 @@ def _pool_read() -> bool:
     from vllm_adapter import fingerprint
 
     try:
-        if fingerprint.check_pool_read():
+        found = fingerprint.check(fingerprint.POOL_READ)
+        if found.known:
             return True
-        reason = "its BlockPool read path has an unknown fingerprint"
+        reason = f"its BlockPool read path is unknown code ({', '.join(found.changed)} changed)"
     except Exception as exc:  # sources unreadable: the generic probe is safe
         reason = f"cannot fingerprint its BlockPool read path: {exc!r}"
     logger.info("swa-prefix-cache: %s; probing through get_cached_block", reason)
@@ -132,13 +133,16 @@ def install(mode: Mode | None = None) -> bool:
         from vllm_adapter import fingerprint
 
         try:
-            known, version, digest = fingerprint.check_installed()
+            version = fingerprint.installed_version()
+            found = fingerprint.check(fingerprint.SLIDING_WINDOW)
         except Exception as exc:  # vLLM missing or reshaped beyond recognition
             _state.reason = f"cannot fingerprint vLLM: {exc!r}"
             logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
             return False
-        if not known:
-            _state.reason = f"unknown vLLM build {version} (fingerprint {digest[:16]})"
+        if not found.known:
+            _state.reason = (
+                f"unknown vLLM build {version} (changed: {', '.join(found.changed)})"
+            )
             logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
             return False
         from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
@@ -161,6 +165,8 @@ def install(mode: Mode | None = None) -> bool:
         # The extension counts its own calls; stats() adds them up.
         _state.counted = ours if hotpath is not None and not timed else None
         _state.calls_before = _state.stats.calls
+        if found.semantics == "block_aligned_only":
+            ours = _block_aligned_only(ours, original)
         if mode is Mode.SHADOW:
             ours = _shadow(ours, original)
         SlidingWindowManager.find_longest_cache_hit = classmethod(
@@ -169,8 +175,8 @@ def install(mode: Mode | None = None) -> bool:
         _state.installed, _state.original, _state.backend = True, original, backend
         _state.reason = ""
         logger.info(
-            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s, pid %d",
-            mode.value, backend, version, os.getpid(),
+            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s (its lookup's code as in %s), pid %d",
+            mode.value, backend, version, found.variant, os.getpid(),
         )
         _install_full(mode, hotpath, pool_read, timed)
         from vllm_adapter import offload_lookup
@@ -191,12 +197,12 @@ def _install_full(mode: Mode, hotpath: Any, pool_read: bool, timed: bool) -> Non
         _state.full_reason = "python core: the full-attention lookup is replaced only natively"
         logger.info("swa-prefix-cache: %s; vLLM's own full-attention lookup stays", _state.full_reason)
         return
-    try:
-        known, version, digest = fingerprint.check_full_installed()
-    except Exception as exc:  # sources unreadable: leave vLLM's own
-        known, version, digest = False, "?", repr(exc)
-    if not known:
-        _state.full_reason = f"unknown full-attention lookup in vLLM {version} ({digest[:16]})"
+    found = fingerprint.check(fingerprint.FULL_ATTENTION)
+    if not found.known:
+        _state.full_reason = (
+            f"unknown full-attention lookup in vLLM {fingerprint.installed_version()} "
+            f"(changed: {', '.join(found.changed)})"
+        )
         logger.warning("swa-prefix-cache: %s; vLLM's own stays", _state.full_reason)
         return
     from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
@@ -368,6 +374,26 @@ def _counted(lookup: Any, full: bool = False) -> Any:
 
     counted.__doc__ = "Prefix-cache lookup, counted and timed (swa-prefix-cache)."
     return counted
+
+
+def _block_aligned_only(ours: Any, original: Any) -> Any:
+    """vLLM 0.28/0.29's lookup asserts ``alignment_tokens % block_size ==
+    0``: any other input goes to vLLM's own method, so vLLM raises as it
+    would without the plugin."""
+    positions = ("block_hashes", "max_length", "kv_cache_group_ids", "block_pool",
+                 "kv_cache_spec", "drop_eagle_block", "alignment_tokens")
+
+    def guarded(cls: type, *args: Any, **kwargs: Any) -> Any:
+        named = dict(zip(positions, args), **kwargs)
+        spec, alignment = named.get("kv_cache_spec"), named.get("alignment_tokens")
+        block_size = getattr(spec, "block_size", None)
+        if type(alignment) is not int or type(block_size) is not int or block_size < 1 \
+                or alignment % block_size != 0:
+            return original.__get__(None, cls)(*args, **kwargs)
+        return ours(cls, *args, **kwargs)
+
+    guarded.__doc__ = "Prefix-cache lookup, block-aligned inputs only (swa-prefix-cache)."
+    return guarded
 
 
 def _same_result(a: Any, b: Any) -> bool:

@@ -1,0 +1,149 @@
+"""The known variants of each binding (vllm_adapter/fingerprint.py).
+
+Written by scripts/fingerprint_releases.py from the PyPI wheels of the
+releases each binding was checked on; do not edit by hand. A variant is one
+set of source fingerprints; ``releases`` are the checked releases that have
+it; ``semantics`` names what the patch does differently there ("" for
+nothing).
+"""
+
+VARIANTS: dict[str, list[dict]] = {
+    "sliding_window": [
+        {
+            "name": "0.28.0-0.29.0",
+            "releases": ("0.28.0", "0.29.0"),
+            "semantics": "block_aligned_only",
+            "digests": {
+                "SlidingWindowManager.find_longest_cache_hit":
+                    "7beb1e3cfaa4ed68b8d90ec865df00aedf9fe98d5cecfb65cfb0562edfe729c5",
+                "SlidingWindowManager._contiguous_blocks_for_hit":
+                    "eea414ae0d39a09f4b3a45ae7e5b05c46537a8bb9888f914196017a8dcb5cdc5",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
+        {
+            "name": "0.30.0-0.33.0",
+            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "semantics": "",
+            "digests": {
+                "SlidingWindowManager.find_longest_cache_hit":
+                    "9f8085983e4e2ad9b10e6e95e81831d2a1beb3b889dc5b1644c22d71caf9cc84",
+                "SlidingWindowManager._contiguous_blocks_for_hit":
+                    "eea414ae0d39a09f4b3a45ae7e5b05c46537a8bb9888f914196017a8dcb5cdc5",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
+    ],
+    "pool_read": [
+        {
+            "name": "0.28.0-0.33.0",
+            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "semantics": "",
+            "digests": {
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "BlockHashToBlockMap.__init__":
+                    "2742fe9946b6f8436ee6e2366f2ee13ab4addecbceac9c36d8dee08d8c570c94",
+                "BlockHashToBlockMap.get_one_block":
+                    "f7ac7ed2fbd7e9e74e7cd9e4405079e7e5af5a5b7aaee63d939b55474b2f7258",
+                "make_block_hash_with_group_id":
+                    "d51da817a4ac06b764cb7e427a00e5789a5a85d57e96fa457d5527f3620fabfe",
+                "BlockHashListWithBlockSize.__init__":
+                    "f999f8b7ca88baa9ffef05e30a11d6fbba6b4d70163c0014f96e547a107a2e4a",
+                "BlockHashListWithBlockSize.__len__":
+                    "c5bf8290ee2a017b0c7dc2b7543814d94feef74575f1916c7f6ae65bf54052c1",
+                "BlockHashListWithBlockSize._get_value_at":
+                    "108110e08c3b08ff0a4bb321bee27a3d9e4d971a845259d6ddd440877d116311",
+            },
+        },
+    ],
+    "full_attention": [
+        {
+            "name": "0.28.0-0.33.0",
+            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "semantics": "",
+            "digests": {
+                "FullAttentionManager.find_longest_cache_hit":
+                    "8df01074d130e489fc4ebe43eb22ec5b179364193e7aa2c8174bae3121af40d0",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "BlockHashListWithBlockSize.__init__":
+                    "f999f8b7ca88baa9ffef05e30a11d6fbba6b4d70163c0014f96e547a107a2e4a",
+                "BlockHashListWithBlockSize.__iter__":
+                    "7903125ea6c04dccca1630af1d74d5c444c52b2791d36b3d9e451626a1cf7f4e",
+                "BlockHashListWithBlockSize.__getitem__":
+                    "c447ab56c7968c9d0cb45d736b65d122fd8ce3cc1d68a01056372b0f1b8c95d6",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
+    ],
+    "offload_lookup": [
+        {
+            "name": "0.30.0-0.33.0",
+            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._sliding_window_lookup":
+                    "3a681ea0a5af5de2dc767166e7987de9e5d85595df25a6073ca82ee02b900d5f",
+                "CPUOffloadingManager.lookup":
+                    "a103e21699ac0bfb9329babb4126d190ba29a01f095c513ceea864e83a84a6a9",
+                "LRUCachePolicy.get":
+                    "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
+                "ARCCachePolicy.get":
+                    "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
+                "ChunkStatus.is_ready":
+                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "LookupResult":
+                    "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+            },
+        },
+    ],
+    "offload_filter": [
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._reachable_store_block_mask":
+                    "3c7748f00e6610087b2b7bbc2505a48d29cb2d31b576ff020aeca8c6790fc028",
+                "OffloadingConnectorScheduler._build_store_jobs":
+                    "366947dae0e1e597d6cb0716fc10bed573ba91831721eeabe9475f37e97968b4",
+                "OffloadingConnectorScheduler._lookup_complete_chunks":
+                    "1921b739e3e2e1d649fd2e23cf825d3bed21dd1863104389ea323cfb891f1ca9",
+                "OffloadingConnectorScheduler._sliding_window_lookup":
+                    "3a681ea0a5af5de2dc767166e7987de9e5d85595df25a6073ca82ee02b900d5f",
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingConnectorScheduler._lookup":
+                    "878cb781caba043f1bf816e771c7a98c6ea4f7637a35c3cf7b514c728d5d0198",
+                "OffloadingConnectorScheduler.__init__":
+                    "b7603b1ee4c4978fc559879f47b4a93f2d11eca155a0db3f6085b353186a1de6",
+                "GroupOffloadConfig.load_window_size_in_chunks":
+                    "29ae7785fbbde2bd6f0b9ff69b3bca074675196e8b0f8c21fc63538ca801f511",
+                "SchedulerOffloadConfig.from_spec":
+                    "9eb4cc1be3cd8178cd4bec73eb7e2e0f662ea3f50fa63e90a8c14c420017fbdc",
+                "RequestOffloadState.update_offload_keys":
+                    "fdbad4f1e869fb7f8b381a532e7712e8f342a666136e5d3667ecbd6660b2cee2",
+                "RequestOffloadState.storable_chunks":
+                    "3d02e1645d00868d4f82019be9a64a9dd594e59a5c14ed499b3fbe70eeac6629",
+                "get_sliding_window_size_in_chunks":
+                    "f6282cd054fbccf5548836d29bfdfb9afe670b3c804d0f2afb9b312b6aa88967",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
+    ],
+}
