@@ -51,13 +51,13 @@ E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
 	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
 
-.PHONY: help setup setup-e2e e2e apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
+.PHONY: known-sources support-table help setup setup-e2e e2e apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
 
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e upstream-patch upstream-findings clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e upstream-patch upstream-findings matrix matrix-vllm known-sources support-table clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
@@ -135,8 +135,15 @@ verify-c: apt-tools
 	bash extracted_c/verify.sh build/wp
 
 # ---- tests -------------------------------------------------------------------
+# The whole suite on .venv (CPython 3.11, vLLM 0.33.0); its counts go into
+# the support table's receipt for that pair (scripts/matrix/receipt.py).
+MAIN_RECEIPT := build/matrix/vllm-0.33.0-cpython-3.11-$(shell uname -m)
+
 test: setup lib ext
-	$(TEST_ENV) $(PY) -m pytest -q tests
+	mkdir -p build/matrix
+	$(TEST_ENV) $(PY) -m pytest -q --junitxml=$(MAIN_RECEIPT)-all.xml tests
+	$(PY) scripts/matrix/receipt.py --id $(notdir $(MAIN_RECEIPT)) --out $(MAIN_RECEIPT).json \
+		--suite all=$(MAIN_RECEIPT)-all.xml
 
 ffi-test: setup lib ext
 	$(TEST_ENV) $(PY) -m pytest -q tests/test_ffi.py
@@ -254,8 +261,17 @@ e2e: setup-e2e lib ext
 
 # ---- everything CI checks ----------------------------------------------------
 check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e \
-	matrix-py312 matrix-py313 matrix-py314 cross-aarch64
+	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
+
+# vllm_adapter/known_sources.py is what scripts/fingerprint_releases.py makes
+# from the releases' wheels (downloaded once, not imported).
+known-sources: setup
+	$(PY) scripts/fingerprint_releases.py --check
+
+# README's support table equals the one this run's receipts make.
+support-table: setup
+	$(PY) scripts/matrix/support_table.py --check
 
 clean:
 	rm -rf build $(LIB) .pytest_cache
@@ -264,3 +280,4 @@ include mk/vllm-upstream.mk
 include mk/upstream-patch.mk
 include mk/upstream-findings.mk
 include mk/python-matrix.mk
+include mk/vllm-releases.mk

