@@ -1,0 +1,61 @@
+"""``python -m vllm_adapter qualify``: passes on this installation, fails
+when the patched lookup answers wrongly, names what changed for unknown
+code, and leaves vLLM's own methods in place afterwards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
+
+from vllm_adapter import known_sources, qualify, swa_lookup  # noqa: E402
+from vllm_adapter.__main__ import main  # noqa: E402
+
+ORIGINAL = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+
+
+def test_qualify_passes_here(tmp_path, capsys) -> None:
+    out = tmp_path / "q.json"
+    assert main(["qualify", "--lookups", "300", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["ok"] and report["differential"]["compared"] == 300
+    assert report["differential"]["mismatches"] == 0
+    assert "differential check" in capsys.readouterr().out
+    assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
+
+
+def test_qualify_fails_on_a_wrong_lookup(monkeypatch, capsys) -> None:
+    real = swa_lookup.make_lookup
+
+    def wrong(*args, **kwargs):  # type: ignore[no-untyped-def]
+        ours = real(*args, **kwargs)
+
+        def off_by_one(cls, *a, **k):  # type: ignore[no-untyped-def]
+            blocks, tokens = ours(cls, *a, **k)
+            return blocks, tokens + 1
+        off_by_one.calls = 0  # type: ignore[attr-defined]  # the patch reads the extension's counter
+        return off_by_one
+
+    monkeypatch.setattr(swa_lookup, "make_lookup", wrong)
+    assert main(["qualify", "--lookups", "200"]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text and " 0 disagreed" not in text
+
+
+def test_qualify_names_changed_functions(monkeypatch, capsys) -> None:
+    monkeypatch.setitem(known_sources.VARIANTS, "full_attention", [
+        dict(v, digests=dict(v["digests"], cdiv="0" * 64)) for v in known_sources.VARIANTS["full_attention"]
+    ])
+    report = qualify.run(50, 1)
+    row = next(r for r in report["bindings"] if r["binding"] == "full_attention")
+    assert not row["applies"] and row["changed"] == ["cdiv"]
+
+
+def test_qualify_refuses_bad_arguments() -> None:
+    with pytest.raises(SystemExit):
+        main(["qualify", "--lookups", "0"])
+    assert main([]) == 2
