@@ -44,3 +44,12 @@ def require_hotpath() -> None:
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     for name, count in sorted(CASE_COUNTS.items()):
         terminalreporter.write_line(f"cases checked: {name} = {count}")
+
+
+def cpu_has_avx2() -> bool:
+    """Whether this CPU has AVX2 (the read-ahead's SipHash needs it)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx2" in line for line in f)
+    except OSError:
+        return False

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("vllm")
 
-from conftest import CASE_COUNTS  # noqa: E402
+from conftest import CASE_COUNTS, cpu_has_avx2  # noqa: E402
 from test_full_attention import (  # noqa: E402
     EXHAUSTIVE_CONFIGS,
     ORIGINAL_FULL_LOOKUP,
@@ -262,14 +262,6 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
 READ_AHEAD_VERSIONS = ((3, 11), (3, 12), (3, 13))
 
 
-def _cpu_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx2" in line for line in f)
-    except OSError:
-        return False
-
-
 @settings(max_examples=300 if not QUICK else 60, deadline=None)
 @given(length=st.integers(1, 64), count=st.integers(0, 40), seed=st.integers(0, 2**32 - 1))
 def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: int) -> None:
@@ -287,7 +279,7 @@ def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: i
     rng = random.Random(seed)
     keys = [rng.randbytes(length) for _ in range(count)]
     got = module.key_hashes(keys)
-    in_use = sys.version_info[:2] in READ_AHEAD_VERSIONS and _cpu_has_avx2()
+    in_use = sys.version_info[:2] in READ_AHEAD_VERSIONS and cpu_has_avx2()
     if os.uname().machine != "x86_64":
         in_use = False
     assert (got is not None) == in_use, (got is not None, in_use)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_hotpath
+from conftest import cpu_has_avx2, require_hotpath
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,14 +28,6 @@ def _selfcheck():  # noqa: ANN202
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _cpu_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx2" in line for line in f)
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -53,7 +45,7 @@ def test_fast_paths_say_what_this_version_gets(module) -> None:  # noqa: ANN001
     expect_ahead = (3, 11) <= sys.version_info[:2] <= (3, 13)
     assert paths["read_ahead"] is expect_ahead, paths
     expect_hash = ("avx2-siphash13" if expect_ahead and platform.machine() == "x86_64"
-                   and _cpu_has_avx2() else "cpython")
+                   and cpu_has_avx2() else "cpython")
     assert paths["hash"] == expect_hash, paths
     assert f"CPython {sys.version_info[0]}.{sys.version_info[1]}" in paths["why"]
     was = module.read_ahead(False)
