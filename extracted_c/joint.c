@@ -274,11 +274,13 @@ static int64_t joint_round(const pc_group *groups, int64_t num_groups, const uin
         }
         tokens = group_hit(g, masks, masks_len, max_length, align, drop, &first_real);
         /*@ assert lookup_below_candidate: 0 <= tokens <= curr; */
+        /*@ assert lookup_answer: aligned_answer(tokens, max_len, align) && 0 <= first_real; */
         if (drop) {
             answers[k].verified = 1;
         } else if (tokens < curr) {
             clear_verified(answers, num_groups);
         }
+        /*@ assert answers_kept: answers_ok(answers, num_groups, max_len, align); */
         curr = tokens;
         answers[k].tokens = tokens;
         answers[k].first_real = first_real;
@@ -339,7 +341,9 @@ static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t mask
     (void)align;
     (void)max_len;
     /*@ loop invariant 0 <= k <= num_groups;
-        loop invariant answers_ok(answers, num_groups, max_len, align);
+        loop invariant answers_kept: \forall integer i; 0 <= i < num_groups ==>
+          answers[i].tokens == \at(answers[i].tokens, Pre) &&
+          answers[i].first_real == \at(answers[i].first_real, Pre);
         loop invariant \forall integer i; 0 <= i < k ==> 0 <= answers[i].length;
         loop assigns k, answers[0 .. num_groups - 1].length;
         loop variant num_groups - k;
@@ -351,6 +355,7 @@ static void set_lengths(const pc_group *groups, int64_t num_groups, int64_t mask
         } else {
             answers[k].length = answers[k].tokens / bs;
         }
+        /*@ assert length_written: 0 <= answers[k].length; */
     }
 }
 

@@ -13,7 +13,7 @@
 #   * every mutant leaves at least one goal unproved.
 #
 # Real file: provers are tried in order of speed, as a cascade: cvc4 on
-# every goal (cvc4 alone proves them all today), then cvc5 on what cvc4 left,
+# every goal (it proves all but a few dozen), then cvc5 on what cvc4 left,
 # then z3 on what both left (frama-c -then stages). Racing the three provers
 # on every goal costs 2-3x the CPU for nothing.
 #
