@@ -9,7 +9,7 @@
 # receipt.py). The offload lookup's suite runs where the plugin patches it
 # (0.30+, vllm_adapter/known_sources.py).
 RELEASES_DIR := build/releases
-VLLM_RELEASES := 0.30.0 0.31.0 0.32.0
+VLLM_RELEASES := 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0
 RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 	reference=tests/test_vllm_reference.py,tests/test_adapter.py \
 	coordinators=tests/test_coordinators.py \

@@ -28,29 +28,30 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vllm_adapter.fingerprint import BINDINGS, release_digests  # noqa: E402
+from vllm_adapter.fingerprint import BINDINGS, SEMANTICS as KNOWN_SEMANTICS, release_digests  # noqa: E402
 
 RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
-CHECKED_RELEASES = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 # binding -> the releases it was checked on (sources read, tests run).
-# 0.28/0.29 are read (their wheels are fingerprinted) but not checked: their
-# sliding-window lookup asserts alignment_tokens % block_size == 0, and the
-# differential suites, which draw fine-grained alignments, do not yet expect
-# that assertion, so the plugin leaves those releases unpatched.
 CHECKED: dict[str, tuple[str, ...]] = {
-    "sliding_window": CHECKED_RELEASES,
-    "pool_read": CHECKED_RELEASES,
-    "full_attention": CHECKED_RELEASES,
-    "offload_lookup": CHECKED_RELEASES,
+    "sliding_window": RELEASES,
+    "pool_read": RELEASES,
+    "full_attention": RELEASES,
+    # The offload lookup is other code on 0.28/0.29 (no ChunkStatus, its
+    # own CPUOffloadingManager.lookup); the plugin leaves it to vLLM there.
+    "offload_lookup": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
     # Its sources cannot be read on <= 0.32 (get_sliding_window_size_in_chunks
     # lives in scheduler.py there); the store/lookup findings are 0.33.0's.
     "offload_filter": ("0.33.0",),
 }
 
 # binding -> release -> what the patch must do differently there ("" for
-# nothing; none is in use while 0.28/0.29 are not checked).
-SEMANTICS: dict[str, dict[str, str]] = {}
+# nothing; vllm_adapter/fingerprint.py says what each value means).
+SEMANTICS: dict[str, dict[str, str]] = {
+    # SlidingWindowManager.find_longest_cache_hit asserts
+    # alignment_tokens % block_size == 0; that line is the only difference.
+    "sliding_window": {"0.28.0": "block_aligned_only", "0.29.0": "block_aligned_only"},
+}
 
 OUT = ROOT / "vllm_adapter" / "known_sources.py"
 
@@ -105,6 +106,8 @@ def variants(wheels: Path) -> dict[str, list[dict[str, object]]]:
                 missing = [n for n, d in found.items() if d is None]
                 raise SystemExit(f"{binding.name} on {version}: cannot read {missing}")
             semantics = SEMANTICS.get(binding.name, {}).get(version, "")
+            if semantics not in KNOWN_SEMANTICS:
+                raise SystemExit(f"{binding.name} on {version}: unknown semantics {semantics!r}")
             for group in groups:
                 if group["digests"] == found and group["semantics"] == semantics:
                     group["releases"].append(version)  # type: ignore[attr-defined]

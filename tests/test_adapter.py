@@ -23,9 +23,11 @@ from masks import random_alignment, random_mask, random_window  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
+    REFUSALS,
     assert_same_answer,
     build_planted_cache,
     count_native,
+    lookup_outcome,
     make_spec,
     split_mask_across_groups,
     unpatched,
@@ -58,8 +60,10 @@ def _all_cached_lookup() -> dict:
 
 
 def _random_lookups(rng: random.Random, cases: int) -> int:
-    """Run ``cases`` lookups on fresh pools; return the number compared."""
+    """Run ``cases`` lookups on fresh pools; return the number vLLM answered
+    (the others it refused, and so must the plugin: ``lookup_outcome``)."""
     done = 0
+    refused_before = REFUSALS[0]
     while done < cases:
         block_size = rng.choice((rng.randint(1, 64), rng.choice((1, 16, 32, 64))))
         n = rng.choice((rng.randint(0, 40), rng.randint(0, 600)))
@@ -80,11 +84,13 @@ def _random_lookups(rng: random.Random, cases: int) -> int:
                 drop_eagle_block=rng.random() < 0.5,
                 alignment_tokens=random_alignment(rng, block_size),
             )
-            theirs = _vllm(**args)
-            ours = SlidingWindowManager.find_longest_cache_hit(**args)
+            theirs = lookup_outcome(_vllm, **args)
+            ours = lookup_outcome(SlidingWindowManager.find_longest_cache_hit, **args)
             assert_same_answer(ours, theirs, {k: v for k, v in args.items() if k != "block_hashes"})
             done += 1
-    return done
+    refused = (REFUSALS[0] - refused_before) // 2  # once for vLLM, once for ours
+    assert refused <= done // 2, f"vLLM refused {refused} of {done} lookups"
+    return done - refused
 
 
 @pytest.mark.parametrize("core", ["python", "native"])
@@ -132,6 +138,44 @@ def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
     assert f"unknown vLLM build {version}" in caplog.text
     assert "SlidingWindowManager.find_longest_cache_hit" in caplog.text  # what changed
     assert len([r for r in caplog.records if "unpatched" in r.getMessage()]) == 1
+
+
+def _counted_alignments(alignments: tuple[int, ...]) -> list[int]:
+    """For each alignment, how many calls the plugin counted for one lookup
+    (0: it went straight to vLLM's own method); answers compared."""
+    counted = []
+    for alignment in alignments:
+        args = dict(_all_cached_lookup(), alignment_tokens=alignment)
+        before = vllm_adapter.stats().calls
+        got = lookup_outcome(SlidingWindowManager.find_longest_cache_hit, **args)
+        counted.append(vllm_adapter.stats().calls - before)
+        assert_same_answer(got, lookup_outcome(_vllm, **args), alignment)
+    return counted
+
+
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_block_aligned_only_sends_fine_grained_lookups_to_vllm(core, monkeypatch) -> None:
+    """The 0.28/0.29 variant (``fingerprint.BLOCK_ALIGNED_ONLY``): a lookup
+    whose alignment is not a multiple of the block size (4) goes to vLLM's
+    own method, which asserts on it there. Forced on a vLLM that answers
+    both kinds (0.30+), the path shows in the call count; unforced there,
+    the plugin answers all four."""
+    from vllm_adapter import fingerprint, known_sources
+
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, core)
+    alignments = (4, 8, 2, 6)
+    own = fingerprint.check(fingerprint.SLIDING_WINDOW).semantics
+    assert vllm_adapter.install(Mode.ON)
+    expected = [1, 1, 0, 0] if own == fingerprint.BLOCK_ALIGNED_ONLY else [1, 1, 1, 1]
+    assert _counted_alignments(alignments) == expected
+    vllm_adapter.uninstall()
+    forced = [
+        dict(v, semantics=fingerprint.BLOCK_ALIGNED_ONLY)
+        for v in known_sources.VARIANTS["sliding_window"]
+    ]
+    monkeypatch.setitem(known_sources.VARIANTS, "sliding_window", forced)
+    assert vllm_adapter.install(Mode.ON)
+    assert _counted_alignments(alignments) == [1, 1, 0, 0]
 
 
 def test_mode_off_and_bad_mode(monkeypatch) -> None:

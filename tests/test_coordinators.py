@@ -328,6 +328,7 @@ def _hit_tokens(result: Any) -> int:
 
 
 HITS: list[int] = [0]  # lookups whose (unpatched) answer was a non-empty hit
+REFUSED_CONFIGS: list[int] = [0]  # scenarios vLLM would not build a coordinator for
 
 
 def with_and_without(
@@ -367,7 +368,13 @@ def _run_pool(rng: random.Random, scenario: Scenario, lookups: int) -> int:
     views = {gid: _group_view(scenario, fine, gid) for gid in range(len(scenario.groups))}
     num_blocks = 1 + sum(sum(m) for m in masks.values())
     max_model_len = (num_fine + 2) * h
-    coordinator = scenario.coordinator(num_blocks, max_model_len)
+    try:
+        coordinator = scenario.coordinator(num_blocks, max_model_len)
+    except AssertionError:
+        # vLLM 0.28/0.29 refuse a hybrid whose groups share one spec (one
+        # attention group); nothing to compare (the tests bound how often).
+        REFUSED_CONFIGS[0] += 1
+        return 0
     if len(scenario.groups) == 1:
         assert isinstance(coordinator, UnitaryKVCacheCoordinator)
     else:
@@ -395,12 +402,16 @@ def test_random_coordinators_same_with_and_without_plugin(backend) -> None:
     done = 0
     hits_before = HITS[0]
     kinds: set[str] = set()
+    scenarios, refused_before = 0, REFUSED_CONFIGS[0]
     with count_native() as path:
         while done < CASES:
             scenario = random_scenario(rng)
             kinds.add("unitary" if len(scenario.groups) == 1 else "hybrid")
             done += _run_pool(rng, scenario, min(rng.randint(10, 60), CASES - done))
+            scenarios += 1
     assert kinds == {"unitary", "hybrid"}
+    refused = REFUSED_CONFIGS[0] - refused_before
+    assert refused <= scenarios // 4, f"vLLM refused {refused} of {scenarios} configs"
     assert HITS[0] - hits_before > done // 5, "the workload should hit often"
     assert vllm_adapter.status()["backend"] == backend
     # The native core answers the sliding-window lookups in C (one and

@@ -132,14 +132,24 @@ def test_live_and_file_digests_agree() -> None:
             assert from_file == object_digest(obj), source.name
 
 
-def test_installed_vllm_matches_a_known_variant() -> None:
+def test_installed_vllm_matches_its_releases_variant() -> None:
+    """A checked release matches the variant listed for it, binding by
+    binding; a binding not checked on it (the offload lookup on 0.28/0.29,
+    the offload filter before 0.33) must not match anything."""
     version = fingerprint.installed_version()
+    checked = {r for vs in known_sources.VARIANTS.values() for v in vs for r in v["releases"]}
+    if version not in checked:
+        pytest.skip(f"vLLM {version} is not a checked release")
     for binding in BINDINGS:
         found = fingerprint.check(binding)
-        if binding.name == "offload_filter" and version != "0.33.0":
-            continue  # checked on 0.33.0 only
-        assert found.known, found.describe()
-        assert found.changed == ()
+        listed = [v for v in known_sources.VARIANTS[binding.name] if version in v["releases"]]
+        if listed:
+            assert found.variant == listed[0]["name"], found.describe()
+            assert found.semantics == listed[0]["semantics"]
+            assert found.changed == ()
+        else:
+            assert not found.known, found.describe()
+            assert found.changed
 
 
 def test_variants_are_distinct_and_cover_their_sources() -> None:

@@ -34,10 +34,12 @@ from vllm.v1.core.kv_cache_utils import KVCacheBlock, make_block_hash_with_group
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     ORIGINAL_LOOKUP,
+    REFUSALS,
     assert_same_answer,
     build_planted_cache,
     count_get_cached_block,
     count_native,
+    lookup_outcome,
     make_spec,
     split_mask_across_groups,
     unpatched,
@@ -132,8 +134,10 @@ def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
              max_groups: int = 3) -> int:
     """``cases`` random lookups, ours vs vLLM's. With ``duplicates`` > 0,
     that share of planted keys gets a second block (vLLM keeps a dict under
-    the key and answers its first block)."""
+    the key and answers its first block). Returns the number vLLM answered
+    (the others it refused, and so must the plugin: ``lookup_outcome``)."""
     done = 0
+    refused_before = REFUSALS[0]
     while done < cases:
         block_size = rng.choice((1, 4, 16, rng.randint(1, 32)))
         n = rng.choice((rng.randint(0, 40), rng.randint(0, 400)))
@@ -156,10 +160,12 @@ def _lookups(rng: random.Random, cases: int, duplicates: float = 0.0,
                 drop_eagle_block=rng.random() < 0.5,
                 alignment_tokens=random_alignment(rng, block_size),
             )
-            assert_same_answer(_ours(**args), _vllm(**args),
+            assert_same_answer(lookup_outcome(_ours, **args), lookup_outcome(_vllm, **args),
                                {k: v for k, v in args.items() if k != "block_hashes"})
             done += 1
-    return done
+    refused = (REFUSALS[0] - refused_before) // 2  # once for vLLM, once for ours
+    assert refused <= done // 2, f"vLLM refused {refused} of {done} lookups"
+    return done - refused
 
 
 def _add_second_blocks(rng: random.Random, cache, share: float) -> None:
@@ -513,7 +519,8 @@ def test_params_cache_survives_being_emptied(monkeypatch) -> None:
             drop_eagle_block=rng.random() < 0.5,
             alignment_tokens=rng.choice((4, 8, 2, 12)),
         )
-        assert_same_answer(_ours(**args), _vllm(**args), args["max_length"])
+        assert_same_answer(lookup_outcome(_ours, **args), lookup_outcome(_vllm, **args),
+                           args["max_length"])
 
 
 def test_calls_are_counted_once_per_lookup(core) -> None:

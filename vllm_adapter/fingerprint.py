@@ -184,6 +184,14 @@ def release_digests(binding: Binding, root: Path) -> dict[str, str | None]:
     return digests
 
 
+# A variant's ``semantics``: what the patch does differently there.
+# vLLM 0.28/0.29 assert, in SlidingWindowManager.find_longest_cache_hit,
+# that alignment_tokens is a multiple of the block size (fine-grained hits
+# came in 0.30); the patch hands such lookups to vLLM's own method.
+BLOCK_ALIGNED_ONLY = "block_aligned_only"
+SEMANTICS = ("", BLOCK_ALIGNED_ONLY)
+
+
 @dataclass(frozen=True)
 class Match:
     """How the installed sources of one binding compare with the known

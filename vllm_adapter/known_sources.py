@@ -10,6 +10,23 @@ nothing).
 VARIANTS: dict[str, list[dict]] = {
     "sliding_window": [
         {
+            "name": "0.28.0-0.29.0",
+            "releases": ("0.28.0", "0.29.0"),
+            "semantics": "block_aligned_only",
+            "digests": {
+                "SlidingWindowManager.find_longest_cache_hit":
+                    "7beb1e3cfaa4ed68b8d90ec865df00aedf9fe98d5cecfb65cfb0562edfe729c5",
+                "SlidingWindowManager._contiguous_blocks_for_hit":
+                    "eea414ae0d39a09f4b3a45ae7e5b05c46537a8bb9888f914196017a8dcb5cdc5",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
+        {
             "name": "0.30.0-0.33.0",
             "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
             "semantics": "",
@@ -29,8 +46,8 @@ VARIANTS: dict[str, list[dict]] = {
     ],
     "pool_read": [
         {
-            "name": "0.30.0-0.33.0",
-            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "name": "0.28.0-0.33.0",
+            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
             "semantics": "",
             "digests": {
                 "BlockPool.get_cached_block":
@@ -52,8 +69,8 @@ VARIANTS: dict[str, list[dict]] = {
     ],
     "full_attention": [
         {
-            "name": "0.30.0-0.33.0",
-            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "name": "0.28.0-0.33.0",
+            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
             "semantics": "",
             "digests": {
                 "FullAttentionManager.find_longest_cache_hit":

@@ -165,6 +165,8 @@ def install(mode: Mode | None = None) -> bool:
         # The extension counts its own calls; stats() adds them up.
         _state.counted = ours if hotpath is not None and not timed else None
         _state.calls_before = _state.stats.calls
+        if found.semantics == fingerprint.BLOCK_ALIGNED_ONLY:
+            ours = _block_aligned_only(ours, original)
         if mode is Mode.SHADOW:
             ours = _shadow(ours, original)
         SlidingWindowManager.find_longest_cache_hit = classmethod(
@@ -383,6 +385,29 @@ def _same_result(a: Any, b: Any) -> bool:
         len(x) == len(y) and all(p is q for p, q in zip(x, y))
         for x, y in zip(blocks_a, blocks_b)
     )
+
+
+def _block_aligned_only(ours: Any, original: Any) -> Any:
+    """For a vLLM whose sliding-window lookup asserts that
+    ``alignment_tokens`` is a multiple of the block size (0.28/0.29,
+    ``fingerprint.BLOCK_ALIGNED_ONLY``): a lookup that is not goes to vLLM's
+    own method, which fails on it exactly as it would without the plugin.
+    The others are the lookups the search models on every release."""
+
+    def block_aligned_only(cls: type, *args: Any, **kwargs: Any) -> Any:
+        spec = args[4] if len(args) > 4 else kwargs.get("kv_cache_spec")
+        align = args[6] if len(args) > 6 else kwargs.get("alignment_tokens")
+        block_size = getattr(spec, "block_size", None)
+        if (
+            type(align) is not int
+            or type(block_size) is not int
+            or block_size < 1
+            or align % block_size != 0
+        ):
+            return original.__get__(None, cls)(*args, **kwargs)
+        return ours(cls, *args, **kwargs)
+
+    return block_aligned_only
 
 
 def _shadow(ours: Any, original: Any) -> Any:

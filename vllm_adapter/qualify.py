@@ -39,6 +39,14 @@ def native_report() -> dict[str, Any]:
     return {"built": True, **(fast() if callable(fast) else {})}
 
 
+# What a variant's ``semantics`` means for the operator.
+SEMANTICS_SAID = {
+    fingerprint.BLOCK_ALIGNED_ONLY:
+        "an alignment that is not a multiple of the block size goes to vLLM's own "
+        "method, which refuses it on this release",
+}
+
+
 def bindings_report() -> list[dict[str, Any]]:
     """Each binding against the known variants (call before installing)."""
     rows = []
@@ -46,7 +54,8 @@ def bindings_report() -> list[dict[str, Any]]:
         found = fingerprint.check(binding)
         rows.append({
             "binding": binding.name, "replaces": binding.doc, "applies": found.known,
-            "variant": found.variant, "changed": list(found.changed),
+            "variant": found.variant, "semantics": found.semantics,
+            "changed": list(found.changed),
         })
     return rows
 
@@ -90,6 +99,10 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
                         make_block_hash_with_group_id(hashes[i], 0), next(free))
             max_length = rng.randrange(0, n * block_size + 1) if n else 0
             eagle = rng.random() < 0.3
+            # Block-aligned mostly; a multiple, or half a block (a fine-grained
+            # alignment, which vLLM 0.28/0.29 refuse).
+            alignment = rng.choice((block_size, block_size, 2 * block_size,
+                                    max(1, block_size // 2)))
             if rng.random() < 0.5:
                 window = rng.randrange(1, 8 * block_size + 2)
                 spec: Any = SlidingWindowSpec(block_size=block_size, num_kv_heads=1, head_size=1,
@@ -103,7 +116,7 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
                 manager.find_longest_cache_hit(
                     block_hashes=hashes, max_length=max_length, kv_cache_group_ids=[0],
                     block_pool=pool, kv_cache_spec=spec, drop_eagle_block=eagle,
-                    alignment_tokens=block_size,
+                    alignment_tokens=alignment,
                 )
             except Exception:  # vLLM's own method rejected the input (shadow runs it first)
                 raised += 1
@@ -160,7 +173,8 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"extension: NOT available ({ext.get('why')}); the python core would serve")
     for row in report.get("bindings", []):
         if row["applies"]:
-            print(f"patch {row['binding']}: applies (code as in vLLM {row['variant']})")
+            how = f"; {SEMANTICS_SAID[row['semantics']]}" if row.get("semantics") else ""
+            print(f"patch {row['binding']}: applies (code as in vLLM {row['variant']}{how})")
         else:
             print(f"patch {row['binding']}: does not apply; changed: {', '.join(row['changed'])}")
     check = report.get("differential")
