@@ -440,12 +440,17 @@ def test_fixed_hybrids_same_with_and_without_plugin(groups, h, use_eagle) -> Non
 # ---- KVCacheManager.get_computed_blocks on real Requests -----------------------------
 
 
-def _make_request(rng: random.Random, request_id: str, num_tokens: int, h: int) -> Request:
+def _make_request(rng: random.Random, request_id: str, num_tokens: int, h: int,
+                  prompt_token_ids: list[int] | None = None) -> Request:
+    """A real Request of ``num_tokens`` random tokens (or these), hashed by
+    vLLM's own block hasher (sha256_cbor, ``h`` tokens per hash)."""
     sampling_params = SamplingParams(max_tokens=4)
     sampling_params.update_from_generation_config({}, eos_token_id=100)
+    if prompt_token_ids is None:
+        prompt_token_ids = [rng.randrange(32_000) for _ in range(num_tokens)]
     return Request(
         request_id=request_id,
-        prompt_token_ids=[rng.randrange(32_000) for _ in range(num_tokens)],
+        prompt_token_ids=prompt_token_ids,
         sampling_params=sampling_params,
         pooling_params=None,
         block_hasher=get_request_block_hasher(h, sha256_cbor),

@@ -1,0 +1,20 @@
+"""The exact prefix-cache hit each vLLM replica will serve, from its KV events.
+
+A router process (no vLLM installed) keeps one ``KVIndex``: per replica
+and KV-cache group, which block hashes the replica's ``BlockPool`` holds,
+updated from the replica's ``KVEventBatch`` stream; ``score`` recomputes the
+prompt's block-hash chain as vLLM does and answers with pyspec's joint
+lookup, i.e. what that replica's ``KVCacheManager.get_computed_blocks``
+would return now (docs/kv-index.md).
+
+    from kv_index import KVIndex, ReplicaLayout
+    index = KVIndex()
+    index.add_replica("r0", ReplicaLayout.from_kv_cache_config(cfg, hash_block_size=16))
+    index.apply("r0", batch)          # a KVEventBatch, or its msgpack bytes
+    index.score(prompt_token_ids)     # {"r0": hit_tokens}
+"""
+
+from kv_index.index import KVIndex
+from kv_index.layout import GroupLayout, ReplicaLayout
+
+__all__ = ["GroupLayout", "KVIndex", "ReplicaLayout"]
