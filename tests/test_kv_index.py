@@ -127,56 +127,75 @@ class Workload:
         return doc[:cut] + tail or [self.rng.randrange(32_000)]
 
 
-def _ship(index: KVIndex, manager: KVCacheManager, rng: random.Random) -> None:
-    """The manager's new events to the index, as vLLM's publisher would."""
-    events = manager.take_events()
-    if not events:
-        return
-    batch = KVEventBatch(ts=0.0, events=events)
-    index.apply("r0", msgspec.msgpack.encode(batch) if rng.random() < 0.5 else batch)
+class Replica:
+    """A real ``KVCacheManager`` (events on) serving a prefix-sharing
+    workload: prefill, sometimes a few decode steps (a sliding-window group
+    then frees what left the window), frees, evictions on a small pool."""
 
+    def __init__(self, scenario: Scenario, rng: random.Random) -> None:
+        kv_cache_utils.init_none_hash(sha256_cbor)
+        self.scenario, self.rng = scenario, rng
+        h = scenario.hash_block_size
+        num_blocks = rng.randint(20, 200)
+        self.manager = KVCacheManager(
+            kv_cache_config=scenario.kv_cache_config(num_blocks),
+            max_model_len=64 * h, scheduler_block_size=scenario.scheduler_block_size,
+            hash_block_size=h, enable_caching=True, use_eagle=scenario.use_eagle,
+            enable_kv_cache_events=True,
+        )
+        self.layout = _layout(scenario, num_blocks)
+        self.work = Workload(rng, h)
+        self.live: list = []
+        self.served = 0
 
-def _run(scenario: Scenario, rng: random.Random, probes: int) -> tuple[int, int]:
-    """Serve and probe one replica; returns (probes compared, probes that hit)."""
-    kv_cache_utils.init_none_hash(sha256_cbor)
-    h = scenario.hash_block_size
-    num_blocks = rng.randint(20, 200)
-    manager = KVCacheManager(
-        kv_cache_config=scenario.kv_cache_config(num_blocks),
-        max_model_len=64 * h, scheduler_block_size=scenario.scheduler_block_size,
-        hash_block_size=h, enable_caching=True, use_eagle=scenario.use_eagle,
-        enable_kv_cache_events=True,
-    )
-    index = KVIndex()
-    index.add_replica("r0", _layout(scenario, num_blocks))
-    work = Workload(rng, h)
-    live: list = []
-    done = hits = 0
-    for step in range(probes):
-        request = _make_request(rng, f"s{step}", 0, h, work.prompt())
+    def serve(self) -> KVEventBatch | None:
+        """One request in, a few out; the events they made, as a batch."""
+        rng, manager, h = self.rng, self.manager, self.scenario.hash_block_size
+        self.served += 1
+        request = _make_request(rng, f"s{self.served}", 0, h, self.work.prompt())
         blocks, hit, _ = manager.get_computed_blocks(request)
         if manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is not None:
-            live.append(request)
-            if rng.random() < 0.3:  # a decode step or two: SWA frees what left the window
+            self.live.append(request)
+            if rng.random() < 0.3:
                 request.num_computed_tokens = request.num_tokens
                 for _ in range(rng.randint(1, 2 * h)):
                     request.append_output_token_ids(rng.randrange(32_000))
                 manager.allocate_slots(request, request.num_tokens - request.num_computed_tokens)
-        while len(live) > rng.randint(0, 3):
-            manager.free(live.pop(rng.randrange(len(live))))
-        _ship(index, manager, rng)
+        while len(self.live) > rng.randint(0, 3):
+            manager.free(self.live.pop(rng.randrange(len(self.live))))
+        events = manager.take_events()
+        return KVEventBatch(ts=0.0, events=events) if events else None
+
+    def probe(self) -> tuple[list[int], int]:
+        """A prompt and the hit vLLM's ``get_computed_blocks`` gives it now."""
+        prompt = self.work.prompt()
+        probe = _make_request(self.rng, "probe", 0, self.scenario.hash_block_size, prompt)
+        return prompt, self.manager.get_computed_blocks(probe)[1]
+
+    def close(self) -> None:
+        for request in self.live:
+            self.manager.free(request)
+
+
+def _run(scenario: Scenario, rng: random.Random, probes: int) -> tuple[int, int]:
+    """Serve and probe one replica; returns (probes compared, probes that hit)."""
+    replica = Replica(scenario, rng)
+    index = KVIndex()
+    index.add_replica("r0", replica.layout)
+    done = hits = 0
+    for step in range(probes // 2):
+        batch = replica.serve()
+        if batch is not None:  # as the object, or as the bytes vLLM's publisher sends
+            index.apply("r0", msgspec.msgpack.encode(batch) if rng.random() < 0.5 else batch)
         for _ in range(2):
-            prompt = work.prompt()
-            probe = _make_request(rng, f"p{step}", 0, h, prompt)
-            want = manager.get_computed_blocks(probe)[1]
+            prompt, want = replica.probe()
             got = index.score(prompt)["r0"]
             assert got == want, (
                 f"{scenario} step {step}: index {got} != vLLM {want} for a {len(prompt)}-token prompt"
             )
             done += 1
             hits += want > 0
-    for request in live:
-        manager.free(request)
+    replica.close()
     REMOVED[0] += index.stats("r0").get("removed", 0)
     return done, hits
 
@@ -218,3 +237,144 @@ def test_bad_input_is_refused() -> None:
         ReplicaLayout((GroupLayout("full_attention", 16), GroupLayout("sliding_window", 24, 64)), 16)
     with pytest.raises(ValueError, match="hash_algo"):
         ReplicaLayout((GroupLayout("full_attention", 16),), 16, hash_algo="md5")
+
+
+# ---- the subscriber, on vLLM's own publisher -----------------------------------
+
+
+def _publisher(tmp_path, buffer_steps: int):
+    from vllm.distributed.kv_events import ZmqEventPublisher
+
+    return ZmqEventPublisher(
+        0, endpoint=f"ipc://{tmp_path}/pub", replay_endpoint=f"ipc://{tmp_path}/replay",
+        buffer_steps=buffer_steps,
+    )
+
+
+def _follow(sub, published: int) -> None:
+    """Poll until the subscriber has applied every published batch (a
+    batch sent before the subscription reached the publisher is lost, as
+    PUB does: ``catch_up`` replays it)."""
+    for _ in range(200):
+        sub.poll(50)
+        if sub.next_seq >= published:
+            return
+        sub.catch_up()
+    raise AssertionError(f"subscriber at seq {sub.next_seq} of {published} published")
+
+
+def _publish_some(replica: Replica, pub, count: int) -> int:
+    """``count`` batches, sent by the publisher's thread before this returns
+    (so a subscriber that connects afterwards has missed them)."""
+    published = 0
+    while published < count:
+        batch = replica.serve()
+        if batch is not None:
+            pub.publish(batch)
+            published += 1
+    pub._event_queue.join()
+    return published
+
+
+@pytest.mark.parametrize("scenario", [SCENARIOS[2], SCENARIOS[6]], ids=["swa", "hybrid"])
+def test_subscriber_joins_late_and_replays_what_it_missed(tmp_path, scenario) -> None:
+    """A subscriber that connects after 15 batches replays 0.. from vLLM's
+    ROUTER socket, then follows the stream; the index is exact on every
+    probe."""
+    from kv_index.subscriber import Subscriber
+
+    rng = random.Random(3)
+    replica = Replica(scenario, rng)
+    pub = _publisher(tmp_path, buffer_steps=1000)
+    index = KVIndex()
+    index.add_replica("r0", replica.layout)
+    try:
+        published = _publish_some(replica, pub, 15)
+        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+        try:
+            for _ in range(40):
+                published += _publish_some(replica, pub, 1)
+                _follow(sub, published)
+                for _ in range(3):
+                    prompt, want = replica.probe()
+                    assert index.score(prompt)["r0"] == want
+            assert sub.complete and sub.stats["replayed"] >= 15
+            assert sub.stats["resets"] == 0
+        finally:
+            sub.close()
+    finally:
+        pub.shutdown()
+        replica.close()
+
+
+def test_subscriber_resets_when_the_replay_cannot_fill_the_gap(tmp_path) -> None:
+    """vLLM keeps 2 batches for replay; a subscriber 20 batches late cannot
+    be filled: the replica is reset, ``complete`` turns False, and from then
+    on the index never credits more than the replica serves."""
+    from kv_index.subscriber import Subscriber
+
+    rng = random.Random(4)
+    replica = Replica(SCENARIOS[6], rng)
+    pub = _publisher(tmp_path, buffer_steps=2)
+    index = KVIndex()
+    index.add_replica("r0", replica.layout)
+    try:
+        published = _publish_some(replica, pub, 20)
+        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+        try:
+            under = 0
+            for _ in range(30):
+                published += _publish_some(replica, pub, 1)
+                _follow(sub, published)
+                for _ in range(3):
+                    prompt, want = replica.probe()
+                    got = index.score(prompt)["r0"]
+                    assert got <= want
+                    under += got < want
+            assert not sub.complete and sub.stats["resets"] == 1
+            assert index.stats("r0")["resets"] == 1
+        finally:
+            sub.close()
+    finally:
+        pub.shutdown()
+        replica.close()
+
+
+def test_subscriber_fills_dropped_batches_from_the_replay(tmp_path) -> None:
+    """Every fourth live batch is dropped on arrival (as a lost message
+    would be): each gap is seen and filled from the replay socket, and the
+    index stays exact."""
+    from kv_index.subscriber import Subscriber
+
+    rng = random.Random(5)
+    replica = Replica(SCENARIOS[7], rng)
+    pub = _publisher(tmp_path, buffer_steps=1000)
+    index = KVIndex()
+    index.add_replica("r0", replica.layout)
+    sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+    receive = sub._sub.recv_multipart
+    arrivals = [0]
+
+    def lossy():
+        frames = receive()
+        arrivals[0] += 1
+        return frames if arrivals[0] % 4 else [b"lost"]  # skipped as malformed
+
+    sub._sub.recv_multipart = lossy
+    try:
+        published = 0
+        for _ in range(40):
+            published += _publish_some(replica, pub, 1)
+            for _ in range(100):  # a dropped batch is seen at the next one
+                sub.poll(20)
+                if sub.next_seq >= published - 1:
+                    break
+            for _ in range(2):
+                prompt, want = replica.probe()
+                if sub.next_seq >= published:
+                    assert index.score(prompt)["r0"] == want
+        assert sub.stats["gaps"] >= 5 and sub.complete and sub.stats["resets"] == 0
+    finally:
+        sub.close()
+        pub.shutdown()
+        replica.close()
