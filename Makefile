@@ -177,12 +177,14 @@ bench: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_vllm.py
 	$(PY) benchmarks/bench_offload.py
+	$(PY) benchmarks/bench_kv_index.py
 	$(PY) benchmarks/bench_interpreters.py
 
 bench-quick: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
 	$(PY) benchmarks/bench_offload.py --quick
+	$(PY) benchmarks/bench_kv_index.py --quick
 	$(PY) benchmarks/bench_interpreters.py --quick
 
 # ---- end to end: a real vLLM engine ------------------------------------------

@@ -157,7 +157,8 @@ def _hit(replica: _Replica, keys: list[int], max_cache_hit_length: int) -> int:
     groups = []
     for gl, held in zip(layout.groups, replica.keys):
         k = gl.block_size // h
-        cached = tuple(keys[(i + 1) * k - 1] in held for i in range(len(keys) // k))
+        # Block i of the group is keyed by hash (i + 1) * k - 1: keys[k-1::k].
+        cached = tuple(map(held.__contains__, keys[k - 1::k]))
         window = gl.sliding_window if gl.kind == SLIDING_WINDOW else None
         groups.append(Group(gl.block_size, window, gl.eagle, cached))
     if len(groups) == 1:

@@ -167,8 +167,11 @@ def attention_groups(groups: Sequence[Group]) -> list[AttentionGroup]:
     out = []
     for members in merged:
         first = groups[members[0]]
-        length = min(len(groups[m].cached) for m in members)
-        cached = tuple(all(groups[m].cached[i] for m in members) for i in range(length))
+        if len(members) == 1:
+            cached = tuple(first.cached)
+        else:
+            length = min(len(groups[m].cached) for m in members)
+            cached = tuple(all(groups[m].cached[i] for m in members) for i in range(length))
         out.append(
             AttentionGroup(
                 block_size=first.block_size,
