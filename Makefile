@@ -199,7 +199,7 @@ DIST := dist
 DIST_STAMP := $(DIST)/.built
 BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
 PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
-	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py)
+	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py kv_index/*.py)
 SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_c/prefix_cache.h \
 	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
 	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
