@@ -51,7 +51,7 @@ E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
 	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
 
-.PHONY: known-sources support-table help setup setup-e2e e2e apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
+.PHONY: known-sources support-table help setup setup-e2e e2e e2e-replicas apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
 
 help:
@@ -263,8 +263,16 @@ e2e: setup-e2e lib ext
 	$(TEST_ENV) PREFIX_CACHE_ADAPTER_CASES=20000 $(E2E_PY) -m pytest -q -p no:cacheprovider $(E2E_TESTS)
 	$(E2E_PY) e2e/run_e2e.py --wheel $$(ls $(DIST)/*.whl) --in-process 4
 
+# kv_index against live servers (e2e/replicas.py): per model two replicas
+# (plugin off; plugin on with a small pool) and a --data-parallel-size 2
+# server publish KV events; >= 1,000 requests one at a time, the served
+# replica's score must equal its cached_tokens on every one; then a
+# concurrent phase, reported.
+e2e-replicas: setup-e2e
+	$(E2E_PY) e2e/replicas.py
+
 # ---- everything CI checks ----------------------------------------------------
-check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e \
+check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 

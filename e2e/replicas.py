@@ -1,0 +1,378 @@
+"""kv_index against live vLLM servers: the score for the replica that serves
+a request equals the ``cached_tokens`` that replica served.
+
+For each tiny model (make_models.py: all-SWA, hybrid) three fresh servers
+publish their KV events on ZMQ (``--kv-events-config``, tcp on loopback,
+with the replay socket):
+
+* ``r0``: plugin off (vLLM's own lookup), the default KV pool;
+* ``r1``: plugin on (native core), a small pool (``--num-gpu-blocks-override``)
+  so its blocks are evicted and reused while the run goes on;
+* ``dp``: one server with ``--data-parallel-size 2``, plugin on: vLLM's
+  front end picks the engine core; each rank publishes on its own port
+  (vLLM offsets the port by the rank), so the index has replicas ``dp0``
+  and ``dp1``.
+
+One ``KVIndex`` holds all four replicas, each fed by its own
+``kv_index.Subscriber``. A replica's layout (group order, kinds, block
+sizes, window) is what the plugin recorded from the engine's coordinator
+(its stats file, after one warm-up request); the subscriber then joins late
+and catches up from ``seq`` 0 through vLLM's replay socket.
+
+Requests are sent one at a time as token ids (``/v1/completions``,
+``max_tokens`` 1), drawn from prefix-sharing patterns: new prompts, exact
+resends, extensions of an earlier prompt, an earlier prompt cut anywhere
+with a new tail, and resends of another replica's prompt. ``r0``/``r1`` are
+chosen at random (we are the router); on ``dp`` vLLM chooses, and the
+serving rank is the one whose events arrive for the request. Before each
+request every replica is scored; after it, the subscribers are drained
+until quiet. Pass criteria, all checked: zero mismatches between the score
+of the serving replica and the served ``cached_tokens``; the served prompt
+length is the sent one; ``r1`` evicted blocks (BlockRemoved events
+applied); hits both full and partial; every subscriber complete (no reset);
+the serving rank identified for most ``dp`` requests.
+
+Then a concurrent phase on ``r0``/``r1`` (8 in flight, scored at send
+time): how often and by how much the score differs from what was served
+while events are in flight is reported, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import json
+import random
+import signal
+import socket
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import make_models  # noqa: E402
+import probe  # noqa: E402
+import run_e2e  # noqa: E402
+from run_e2e import SERVED_NAME, Failure, Run  # noqa: E402
+
+from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
+from kv_index.layout import FULL, SLIDING_WINDOW  # noqa: E402
+from kv_index.subscriber import Subscriber  # noqa: E402
+
+OFF = Run("off", "", "vllm")
+ON = Run("on", "", "native")
+SMALL_POOL = 110  # blocks of 32 tokens for r1: evictions within the run
+MAX_PROMPT = 1500  # tokens; 110 blocks hold it in both groups of the hybrid
+FIRST_TOKEN, LAST_TOKEN = 3, make_models.VOCAB - 1  # ids of ordinary words
+PATTERNS = ("new", "resend", "extend", "cut", "other")
+QUIET_MS = 60  # no batch for this long after a reply: the index is current
+SETTLE_S = 5.0  # at most this long
+
+
+@dataclass
+class Row:
+    model: str
+    phase: str  # sequential | concurrent
+    pattern: str
+    replica: str  # the replica that served (dp: "dp?" when not identified)
+    prompt_tokens: int
+    cached_tokens: int
+    score: int | None  # the serving replica's score before the request
+    scores: dict[str, int]
+
+
+def _spec_kind(spec: str) -> str:
+    kinds = {"FullAttentionSpec": FULL, "SlidingWindowSpec": SLIDING_WINDOW}
+    if spec not in kinds:
+        raise Failure(f"the engine reports a {spec} group, which this run does not model")
+    return kinds[spec]
+
+
+def layout_from_stats(stats: dict[str, Any]) -> ReplicaLayout:
+    """The replica's layout as the plugin recorded it from the coordinator
+    that made the lookups (report.observe)."""
+    observed = stats.get("observed") or []
+    if not observed:
+        raise Failure(f"the engine's stats file recorded no coordinator: {stats.get('process')}")
+    groups = []
+    for g in observed[0]["groups"]:
+        kind = _spec_kind(g["spec"])
+        window = g["sliding_window"] if kind == SLIDING_WINDOW else None
+        groups.append(GroupLayout(kind, g["block_size"], window))
+    return ReplicaLayout(tuple(groups), hash_block_size=run_e2e.BLOCK_SIZE)
+
+
+def _free_port_pair() -> int:
+    """A port P with P + 1 free too (a data-parallel rank publishes on P + rank)."""
+    for _ in range(50):
+        port = run_e2e._free_port()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((probe.HOST, port + 1))
+        except OSError:
+            continue
+        return port
+    raise Failure("no two adjacent free ports on 127.0.0.1")
+
+
+def events_args(pub: int, replay: int) -> tuple[str, ...]:
+    config = {
+        "enable_kv_cache_events": True, "publisher": "zmq",
+        "endpoint": f"tcp://*:{pub}", "replay_endpoint": f"tcp://*:{replay}",
+        "buffer_steps": 100000, "topic": "",
+    }
+    return ("--kv-events-config", json.dumps(config))
+
+
+def send(port: int, ids: list[int], timeout_s: float) -> tuple[int, int]:
+    """(prompt_tokens, cached_tokens) of one completion of ``ids``."""
+    body = {"model": SERVED_NAME, "prompt": ids, "max_tokens": 1, "temperature": 0.0, "seed": 0}
+    reply = probe._post(port, "/v1/completions", body, timeout_s)
+    usage = reply.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return int(usage.get("prompt_tokens", -1)), int(details.get("cached_tokens") or 0)
+
+
+class Prompts:
+    """Prompts drawn from prefix-sharing patterns over what was sent before."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.sent: list[list[int]] = []
+
+    def _tokens(self, count: int) -> list[int]:
+        return [self.rng.randint(FIRST_TOKEN, LAST_TOKEN) for _ in range(count)]
+
+    def draw(self) -> tuple[str, list[int]]:
+        rng = self.rng
+        pattern = "new" if not self.sent else rng.choice(PATTERNS)
+        if pattern == "new":
+            ids = self._tokens(rng.randint(8, MAX_PROMPT))
+        else:
+            base = rng.choice(self.sent[-40:])
+            if pattern in ("resend", "other"):
+                ids = list(base)
+            elif pattern == "extend":
+                ids = base + self._tokens(rng.randint(1, 300))
+            else:  # cut
+                ids = base[:rng.randint(1, len(base))] + self._tokens(rng.randint(1, 200))
+        ids = ids[:MAX_PROMPT]
+        self.sent.append(ids)
+        return pattern, ids
+
+
+class Cluster:
+    """The servers of one model, their subscribers and the shared index."""
+
+    def __init__(self, model: str, model_dir: Path, out_dir: Path, startup_timeout_s: float,
+                 request_timeout_s: float) -> None:
+        self.model, self.timeout_s = model, request_timeout_s
+        self.index = KVIndex()
+        self.ports: dict[str, int] = {}  # replica -> HTTP port (dp0/dp1 share the server's)
+        self.subs: dict[str, Subscriber] = {}
+        self.procs: list[Any] = []
+        self.layouts: dict[str, list[dict[str, Any]]] = {}  # for the receipt
+        max_len = MAX_PROMPT + 64
+        specs = (
+            ("r0", OFF, (), 1),
+            ("r1", ON, ("--num-gpu-blocks-override", str(SMALL_POOL)), 1),
+            ("dp", ON, ("--data-parallel-size", "2", "--data-parallel-backend", "mp",
+                        "--data-parallel-address", probe.HOST,
+                        "--data-parallel-rpc-port", str(run_e2e._free_port())), 2),
+        )
+        for name, run, extra, ranks in specs:
+            pub, replay = _free_port_pair(), _free_port_pair()
+            work_dir = out_dir / f"{model}-{name}"
+            work_dir.mkdir(parents=True, exist_ok=True)
+            proc, port, stats_dir, startup_s = run_e2e.start_server(
+                model_dir, run, work_dir, startup_timeout_s, max_len,
+                (*extra, *events_args(pub, replay)), max_num_seqs=8,
+            )
+            self.procs.append(proc)
+            print(f"replicas: {model} {name} up in {startup_s:.0f} s", flush=True)
+            # One warm-up request per rank so every engine core records its layout.
+            for i in range(4 * ranks):
+                send(port, Prompts(1000 + i)._tokens(40), request_timeout_s)
+            engines, _ = run_e2e.settled_engines(stats_dir, proc.pid, count=ranks)
+            for rank in range(ranks):
+                replica = name if ranks == 1 else f"{name}{rank}"
+                layout = layout_from_stats(engines[rank])
+                self.index.add_replica(replica, layout)
+                self.layouts[replica] = [asdict(g) for g in layout.groups]
+                self.ports[replica] = port
+                self.subs[replica] = Subscriber(
+                    self.index, replica, f"tcp://{probe.HOST}:{pub + rank}",
+                    f"tcp://{probe.HOST}:{replay + rank}",
+                )
+
+    def drain(self) -> dict[str, int]:
+        """Apply every batch until no subscriber has seen one for QUIET_MS;
+        returns the batches applied per replica."""
+        applied: Counter[str] = Counter()
+        deadline = time.monotonic() + SETTLE_S
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            got = 0
+            for name, sub in self.subs.items():
+                n = sub.poll(0)
+                applied[name] += n
+                got += n
+            now = time.monotonic()
+            if got:
+                quiet_since = now
+            elif now - quiet_since >= QUIET_MS / 1000:
+                break
+            time.sleep(0.005)
+        return dict(applied)
+
+    def close(self) -> None:
+        for sub in self.subs.values():
+            sub.close()
+        for proc in self.procs:
+            run_e2e.stop_server(proc)
+
+
+def sequential(cluster: Cluster, requests: int, seed: int) -> list[Row]:
+    rng = random.Random(seed)
+    prompts = Prompts(seed)
+    rows = []
+    targets = ("r0", "r1", "dp")
+    cluster.drain()
+    for i in range(requests):
+        pattern, ids = prompts.draw()
+        target = targets[i % 3] if pattern != "other" else rng.choice(targets)
+        scores = cluster.index.score(ids)
+        prompt_tokens, cached = send(cluster.ports["dp0" if target == "dp" else target], ids,
+                                     cluster.timeout_s)
+        if prompt_tokens != len(ids):
+            raise Failure(f"{cluster.model}: sent {len(ids)} token ids, served {prompt_tokens}")
+        applied = cluster.drain()
+        if target == "dp":
+            ranks = [r for r in ("dp0", "dp1") if applied.get(r)]
+            served_by = ranks[0] if len(ranks) == 1 else "dp?"
+        else:
+            served_by = target
+        rows.append(Row(cluster.model, "sequential", pattern, served_by, len(ids), cached,
+                        scores.get(served_by), scores))
+    return rows
+
+
+def concurrent(cluster: Cluster, requests: int, seed: int, in_flight: int = 8) -> list[Row]:
+    """Requests 8 at a time on r0/r1, each scored when sent."""
+    rng = random.Random(seed)
+    prompts = Prompts(seed)
+    work = []
+    for _ in range(requests):
+        pattern, ids = prompts.draw()
+        work.append((pattern, ids, rng.choice(("r0", "r1"))))
+
+    def one(item: tuple[str, list[int], str]) -> Row:
+        pattern, ids, target = item
+        scores = cluster.index.score(ids)  # the index is updated by the main thread
+        prompt_tokens, cached = send(cluster.ports[target], ids, cluster.timeout_s)
+        return Row(cluster.model, "concurrent", pattern, target, prompt_tokens, cached,
+                   scores[target], scores)
+
+    rows: list[Row] = []
+    with ThreadPoolExecutor(in_flight) as pool:
+        futures = [pool.submit(one, item) for item in work]
+        while not all(f.done() for f in futures):
+            cluster.drain()
+        rows = [f.result() for f in futures]
+    cluster.drain()
+    return rows
+
+
+def check(model: str, rows: list[Row], cluster: Cluster) -> dict[str, Any]:
+    seq = [r for r in rows if r.phase == "sequential"]
+    known = [r for r in seq if r.score is not None]
+    wrong = [r for r in known if r.score != r.cached_tokens]
+    unknown = [r for r in seq if r.score is None]
+    removed = cluster.index.stats("r1").get("removed", 0)
+    full = sum(1 for r in known if r.cached_tokens and r.cached_tokens >= r.prompt_tokens - 32)
+    partial = sum(1 for r in known if 0 < r.cached_tokens < r.prompt_tokens - 32)
+    subs = {n: dict(s.stats, complete=s.complete) for n, s in cluster.subs.items()}
+    conc = [r for r in rows if r.phase == "concurrent"]
+    off = [r for r in conc if r.score != r.cached_tokens]
+    summary = {
+        "requests": len(seq), "compared": len(known), "mismatches": len(wrong),
+        "dp_rank_unknown": len(unknown), "served_by": dict(Counter(r.replica for r in seq)),
+        "full_hits": full, "partial_hits": partial, "r1_removed": removed,
+        "subscribers": subs,
+        "concurrent": {"requests": len(conc), "differ": len(off),
+                       "over_credit": sum(1 for r in off if r.score > r.cached_tokens),
+                       "tokens_off_mean": round(sum(abs(r.score - r.cached_tokens) for r in off)
+                                                / len(off), 1) if off else 0.0},
+    }
+    print(f"replicas {model}: {json.dumps(summary)}", flush=True)
+    for r in wrong[:5]:
+        print(f"  mismatch: {r}", flush=True)
+    if wrong:
+        raise Failure(f"{model}: {len(wrong)} of {len(known)} scores differ from cached_tokens")
+    if not known or not full or not partial:
+        raise Failure(f"{model}: the run needs full and partial hits ({full}, {partial})")
+    if removed == 0:
+        raise Failure(f"{model}: r1 applied no BlockRemoved: its small pool was never evicted")
+    if len(unknown) * 4 > sum(1 for r in seq if r.replica.startswith("dp")):
+        raise Failure(f"{model}: the serving rank was unknown for {len(unknown)} dp requests")
+    if not all(s.complete for s in cluster.subs.values()):
+        raise Failure(f"{model}: a subscriber had to reset: {subs}")
+    return summary
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=run_e2e.ROOT / "build" / "e2e-replicas")
+    parser.add_argument("--models", default="swa,hybrid")
+    parser.add_argument("--requests", type=int, default=540, help="sequential, per model")
+    parser.add_argument("--concurrent", type=int, default=120, help="per model (0: none)")
+    parser.add_argument("--startup-timeout", type=float, default=300.0)
+    parser.add_argument("--request-timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    args.out = args.out.resolve()
+    atexit.register(run_e2e._cleanup)
+    signal.signal(signal.SIGTERM, run_e2e._on_signal)
+    signal.signal(signal.SIGINT, run_e2e._on_signal)
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    out_dir = args.out / f"run-{started}"
+    t0 = time.monotonic()
+    results: dict[str, Any] = {}
+    all_rows: list[Row] = []
+    try:
+        model_dirs = make_models.build(args.out / "models")
+        for n, model in enumerate(args.models.split(",")):
+            cluster = Cluster(model, model_dirs[model], out_dir, args.startup_timeout,
+                              args.request_timeout)
+            try:
+                rows = sequential(cluster, args.requests, seed=n)
+                if args.concurrent:
+                    rows += concurrent(cluster, args.concurrent, seed=100 + n)
+                results[model] = {"layouts": cluster.layouts,
+                                  "summary": check(model, rows, cluster)}
+                all_rows += rows
+            finally:
+                cluster.close()
+    except Failure as exc:
+        print(f"replicas FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        run_e2e._cleanup()
+    total = sum(r["summary"]["compared"] for r in results.values())
+    path = args.out / f"receipt-{started}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"results": results, "wall_s": round(time.monotonic() - t0, 1),
+                                "rows": [asdict(r) for r in all_rows]}, indent=1))
+    print(f"replicas passed: {total} requests scored exactly (0 mismatches) in "
+          f"{time.monotonic() - t0:.0f} s; receipt {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
