@@ -1,7 +1,8 @@
 """kv_index against live vLLM servers: the score for the replica that serves
 a request equals the ``cached_tokens`` that replica served.
 
-For each tiny model (make_models.py: all-SWA, hybrid) three fresh servers
+For each tiny model (make_models.py: all-SWA, hybrid) three fresh servers,
+one after another (on two cores an idle engine core starves the busy one),
 publish their KV events on ZMQ (``--kv-events-config``, tcp on loopback,
 with the replay socket):
 
@@ -13,26 +14,26 @@ with the replay socket):
   (vLLM offsets the port by the rank), so the index has replicas ``dp0``
   and ``dp1``.
 
-One ``KVIndex`` holds all four replicas, each fed by its own
+One ``KVIndex`` per model holds every replica, each fed by its own
 ``kv_index.Subscriber``. A replica's layout (group order, kinds, block
 sizes, window) is what the plugin recorded from the engine's coordinator
-(its stats file, after one warm-up request); the subscriber then joins late
+(its stats file, after warm-up requests); the subscriber then joins late
 and catches up from ``seq`` 0 through vLLM's replay socket.
 
 Requests are sent one at a time as token ids (``/v1/completions``,
-``max_tokens`` 1), drawn from prefix-sharing patterns: new prompts, exact
-resends, extensions of an earlier prompt, an earlier prompt cut anywhere
-with a new tail, and resends of another replica's prompt. ``r0``/``r1`` are
-chosen at random (we are the router); on ``dp`` vLLM chooses, and the
-serving rank is the one whose events arrive for the request. Before each
-request every replica is scored; after it, the subscribers are drained
-until quiet. Pass criteria, all checked: zero mismatches between the score
-of the serving replica and the served ``cached_tokens``; the served prompt
-length is the sent one; ``r1`` evicted blocks (BlockRemoved events
-applied); hits both full and partial; every subscriber complete (no reset);
-the serving rank identified for most ``dp`` requests.
+``max_tokens`` 1), drawn from prefix-sharing patterns that carry over from
+server to server: new prompts, exact resends, extensions of an earlier
+prompt, an earlier prompt cut anywhere with a new tail. On ``dp`` vLLM
+chooses the rank, and the serving rank is the one whose events arrive for
+the request. Before each request the replicas are scored; after it, the
+subscribers are drained until quiet. Pass criteria, all checked: zero
+mismatches between the score of the serving replica and the served
+``cached_tokens``; the served prompt length is the sent one; ``r1``
+evicted blocks (BlockRemoved events applied); hits both full and partial;
+every subscriber complete (no reset); the serving rank identified for at
+least three ``dp`` requests in four.
 
-Then a concurrent phase on ``r0``/``r1`` (8 in flight, scored at send
+Then a concurrent phase on ``r0`` and on ``r1`` (8 in flight, scored at send
 time): how often and by how much the score differs from what was served
 while events are in flight is reported, not asserted.
 """
@@ -71,7 +72,7 @@ ON = Run("on", "", "native")
 SMALL_POOL = 110  # blocks of 32 tokens for r1: evictions within the run
 MAX_PROMPT = 1500  # tokens; 110 blocks hold it in both groups of the hybrid
 FIRST_TOKEN, LAST_TOKEN = 3, make_models.VOCAB - 1  # ids of ordinary words
-PATTERNS = ("new", "resend", "extend", "cut", "other")
+PATTERNS = ("new", "resend", "extend", "cut")
 QUIET_MS = 60  # no batch for this long after a reply: the index is current
 SETTLE_S = 5.0  # at most this long
 
@@ -157,7 +158,7 @@ class Prompts:
             ids = self._tokens(rng.randint(8, MAX_PROMPT))
         else:
             base = rng.choice(self.sent[-40:])
-            if pattern in ("resend", "other"):
+            if pattern == "resend":
                 ids = list(base)
             elif pattern == "extend":
                 ids = base + self._tokens(rng.randint(1, 300))
@@ -168,49 +169,49 @@ class Prompts:
         return pattern, ids
 
 
-class Cluster:
-    """The servers of one model, their subscribers and the shared index."""
+# (name, plugin run, extra server arguments, data-parallel ranks)
+SERVERS = (
+    ("r0", OFF, (), 1),
+    ("r1", ON, ("--num-gpu-blocks-override", str(SMALL_POOL)), 1),
+    ("dp", ON, ("--data-parallel-size", "2", "--data-parallel-backend", "mp",
+                "--data-parallel-address", probe.HOST), 2),
+)
 
-    def __init__(self, model: str, model_dir: Path, out_dir: Path, startup_timeout_s: float,
-                 request_timeout_s: float) -> None:
-        self.model, self.timeout_s = model, request_timeout_s
-        self.index = KVIndex()
-        self.ports: dict[str, int] = {}  # replica -> HTTP port (dp0/dp1 share the server's)
+
+class Server:
+    """One live server (one replica, or one per data-parallel rank) in the
+    shared index, with a subscriber per rank."""
+
+    def __init__(self, index: KVIndex, model: str, model_dir: Path, spec: tuple[Any, ...],
+                 out_dir: Path, startup_timeout_s: float, request_timeout_s: float) -> None:
+        name, run, extra, ranks = spec
+        self.index, self.model, self.name = index, model, name
+        self.timeout_s = request_timeout_s
         self.subs: dict[str, Subscriber] = {}
-        self.procs: list[Any] = []
         self.layouts: dict[str, list[dict[str, Any]]] = {}  # for the receipt
-        max_len = MAX_PROMPT + 64
-        specs = (
-            ("r0", OFF, (), 1),
-            ("r1", ON, ("--num-gpu-blocks-override", str(SMALL_POOL)), 1),
-            ("dp", ON, ("--data-parallel-size", "2", "--data-parallel-backend", "mp",
-                        "--data-parallel-address", probe.HOST,
-                        "--data-parallel-rpc-port", str(run_e2e._free_port())), 2),
+        pub, replay = _free_port_pair(), _free_port_pair()
+        if ranks > 1:
+            extra = (*extra, "--data-parallel-rpc-port", str(run_e2e._free_port()))
+        work_dir = out_dir / f"{model}-{name}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.proc, self.port, stats_dir, startup_s = run_e2e.start_server(
+            model_dir, run, work_dir, startup_timeout_s, MAX_PROMPT + 64,
+            (*extra, *events_args(pub, replay)), max_num_seqs=8,
         )
-        for name, run, extra, ranks in specs:
-            pub, replay = _free_port_pair(), _free_port_pair()
-            work_dir = out_dir / f"{model}-{name}"
-            work_dir.mkdir(parents=True, exist_ok=True)
-            proc, port, stats_dir, startup_s = run_e2e.start_server(
-                model_dir, run, work_dir, startup_timeout_s, max_len,
-                (*extra, *events_args(pub, replay)), max_num_seqs=8,
+        print(f"replicas: {model} {name} up in {startup_s:.0f} s", flush=True)
+        # Warm-up requests so every engine core records its layout.
+        for i in range(4 * ranks):
+            send(self.port, Prompts(1000 + i)._tokens(40), request_timeout_s)
+        engines, _ = run_e2e.settled_engines(stats_dir, self.proc.pid, count=ranks)
+        self.replicas = [name] if ranks == 1 else [f"{name}{r}" for r in range(ranks)]
+        for rank, replica in enumerate(self.replicas):
+            layout = layout_from_stats(engines[rank])
+            index.add_replica(replica, layout)
+            self.layouts[replica] = [asdict(g) for g in layout.groups]
+            self.subs[replica] = Subscriber(
+                index, replica, f"tcp://{probe.HOST}:{pub + rank}",
+                f"tcp://{probe.HOST}:{replay + rank}",
             )
-            self.procs.append(proc)
-            print(f"replicas: {model} {name} up in {startup_s:.0f} s", flush=True)
-            # One warm-up request per rank so every engine core records its layout.
-            for i in range(4 * ranks):
-                send(port, Prompts(1000 + i)._tokens(40), request_timeout_s)
-            engines, _ = run_e2e.settled_engines(stats_dir, proc.pid, count=ranks)
-            for rank in range(ranks):
-                replica = name if ranks == 1 else f"{name}{rank}"
-                layout = layout_from_stats(engines[rank])
-                self.index.add_replica(replica, layout)
-                self.layouts[replica] = [asdict(g) for g in layout.groups]
-                self.ports[replica] = port
-                self.subs[replica] = Subscriber(
-                    self.index, replica, f"tcp://{probe.HOST}:{pub + rank}",
-                    f"tcp://{probe.HOST}:{replay + rank}",
-                )
 
     def drain(self) -> dict[str, int]:
         """Apply every batch until no subscriber has seen one for QUIET_MS;
@@ -235,75 +236,71 @@ class Cluster:
     def close(self) -> None:
         for sub in self.subs.values():
             sub.close()
-        for proc in self.procs:
-            run_e2e.stop_server(proc)
+        run_e2e.stop_server(self.proc)
 
 
-def sequential(cluster: Cluster, requests: int, seed: int) -> list[Row]:
-    rng = random.Random(seed)
-    prompts = Prompts(seed)
+def sequential(server: Server, prompts: Prompts, requests: int) -> list[Row]:
+    """Requests one at a time; the serving replica's score is taken with
+    the index current (drained after the previous reply)."""
     rows = []
-    targets = ("r0", "r1", "dp")
-    cluster.drain()
-    for i in range(requests):
+    server.drain()
+    for _ in range(requests):
         pattern, ids = prompts.draw()
-        target = targets[i % 3] if pattern != "other" else rng.choice(targets)
-        scores = cluster.index.score(ids)
-        prompt_tokens, cached = send(cluster.ports["dp0" if target == "dp" else target], ids,
-                                     cluster.timeout_s)
+        scores = server.index.score(ids)
+        prompt_tokens, cached = send(server.port, ids, server.timeout_s)
         if prompt_tokens != len(ids):
-            raise Failure(f"{cluster.model}: sent {len(ids)} token ids, served {prompt_tokens}")
-        applied = cluster.drain()
-        if target == "dp":
-            ranks = [r for r in ("dp0", "dp1") if applied.get(r)]
-            served_by = ranks[0] if len(ranks) == 1 else "dp?"
-        else:
-            served_by = target
-        rows.append(Row(cluster.model, "sequential", pattern, served_by, len(ids), cached,
+            raise Failure(f"{server.model}: sent {len(ids)} token ids, served {prompt_tokens}")
+        applied = server.drain()
+        ranks = [r for r in server.replicas if applied.get(r)]
+        if len(server.replicas) == 1:
+            served_by = server.replicas[0]
+        else:  # vLLM's front end chose: the rank whose events arrived
+            served_by = ranks[0] if len(ranks) == 1 else f"{server.name}?"
+        rows.append(Row(server.model, "sequential", pattern, served_by, len(ids), cached,
                         scores.get(served_by), scores))
     return rows
 
 
-def concurrent(cluster: Cluster, requests: int, seed: int, in_flight: int = 8) -> list[Row]:
-    """Requests 8 at a time on r0/r1, each scored when sent."""
-    rng = random.Random(seed)
-    prompts = Prompts(seed)
-    work = []
-    for _ in range(requests):
-        pattern, ids = prompts.draw()
-        work.append((pattern, ids, rng.choice(("r0", "r1"))))
+def concurrent(server: Server, prompts: Prompts, requests: int, in_flight: int = 8) -> list[Row]:
+    """Requests 8 at a time on a one-rank server, each scored when sent."""
+    (replica,) = server.replicas
+    work = [prompts.draw() for _ in range(requests)]
 
-    def one(item: tuple[str, list[int], str]) -> Row:
-        pattern, ids, target = item
-        scores = cluster.index.score(ids)  # the index is updated by the main thread
-        prompt_tokens, cached = send(cluster.ports[target], ids, cluster.timeout_s)
-        return Row(cluster.model, "concurrent", pattern, target, prompt_tokens, cached,
-                   scores[target], scores)
+    def one(item: tuple[str, list[int]]) -> Row:
+        pattern, ids = item
+        scores = server.index.score(ids)  # the index is updated by the main thread
+        prompt_tokens, cached = send(server.port, ids, server.timeout_s)
+        return Row(server.model, "concurrent", pattern, replica, prompt_tokens, cached,
+                   scores[replica], scores)
 
-    rows: list[Row] = []
     with ThreadPoolExecutor(in_flight) as pool:
         futures = [pool.submit(one, item) for item in work]
         while not all(f.done() for f in futures):
-            cluster.drain()
+            server.drain()
         rows = [f.result() for f in futures]
-    cluster.drain()
+    server.drain()
     return rows
 
 
-def check(model: str, rows: list[Row], cluster: Cluster) -> dict[str, Any]:
+def check(model: str, rows: list[Row], index: KVIndex,
+          subs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     seq = [r for r in rows if r.phase == "sequential"]
     known = [r for r in seq if r.score is not None]
     wrong = [r for r in known if r.score != r.cached_tokens]
     unknown = [r for r in seq if r.score is None]
-    removed = cluster.index.stats("r1").get("removed", 0)
+    removed = index.stats("r1").get("removed", 0)
     full = sum(1 for r in known if r.cached_tokens and r.cached_tokens >= r.prompt_tokens - 32)
     partial = sum(1 for r in known if 0 < r.cached_tokens < r.prompt_tokens - 32)
-    subs = {n: dict(s.stats, complete=s.complete) for n, s in cluster.subs.items()}
     conc = [r for r in rows if r.phase == "concurrent"]
     off = [r for r in conc if r.score != r.cached_tokens]
     summary = {
         "requests": len(seq), "compared": len(known), "mismatches": len(wrong),
-        "dp_rank_unknown": len(unknown), "served_by": dict(Counter(r.replica for r in seq)),
+        "dp_rank_unknown": len(unknown),
+        # an unknown rank's request: served cached_tokens is some rank's score
+        "dp_unknown_matching_a_rank": sum(
+            1 for r in unknown
+            if r.cached_tokens in {v for k, v in r.scores.items() if k.startswith("dp")}),
+        "served_by": dict(Counter(r.replica for r in seq)),
         "full_hits": full, "partial_hits": partial, "r1_removed": removed,
         "subscribers": subs,
         "concurrent": {"requests": len(conc), "differ": len(off),
@@ -322,7 +319,7 @@ def check(model: str, rows: list[Row], cluster: Cluster) -> dict[str, Any]:
         raise Failure(f"{model}: r1 applied no BlockRemoved: its small pool was never evicted")
     if len(unknown) * 4 > sum(1 for r in seq if r.replica.startswith("dp")):
         raise Failure(f"{model}: the serving rank was unknown for {len(unknown)} dp requests")
-    if not all(s.complete for s in cluster.subs.values()):
+    if not all(s["complete"] for s in subs.values()):
         raise Failure(f"{model}: a subscriber had to reset: {subs}")
     return summary
 
@@ -348,17 +345,25 @@ def main(argv: list[str]) -> int:
     try:
         model_dirs = make_models.build(args.out / "models")
         for n, model in enumerate(args.models.split(",")):
-            cluster = Cluster(model, model_dirs[model], out_dir, args.startup_timeout,
-                              args.request_timeout)
-            try:
-                rows = sequential(cluster, args.requests, seed=n)
-                if args.concurrent:
-                    rows += concurrent(cluster, args.concurrent, seed=100 + n)
-                results[model] = {"layouts": cluster.layouts,
-                                  "summary": check(model, rows, cluster)}
-                all_rows += rows
-            finally:
-                cluster.close()
+            # One server alive at a time: on two cores an idle engine core
+            # starves the busy one. The prompts carry over from server to
+            # server, so each also sees prompts first sent elsewhere.
+            index, prompts = KVIndex(), Prompts(seed=n)
+            rows, subs, layouts = [], {}, {}
+            for spec in SERVERS:
+                server = Server(index, model, model_dirs[model], spec, out_dir,
+                                args.startup_timeout, args.request_timeout)
+                try:
+                    rows += sequential(server, prompts, args.requests // len(SERVERS))
+                    if args.concurrent and len(server.replicas) == 1:
+                        rows += concurrent(server, prompts, args.concurrent // 2)
+                finally:
+                    server.close()
+                subs.update({r: dict(s.stats, complete=s.complete)
+                             for r, s in server.subs.items()})
+                layouts.update(server.layouts)
+            results[model] = {"layouts": layouts, "summary": check(model, rows, index, subs)}
+            all_rows += rows
     except Failure as exc:
         print(f"replicas FAILED: {exc}", file=sys.stderr)
         return 1
