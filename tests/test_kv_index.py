@@ -12,6 +12,7 @@ main test (default 3,000).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -276,21 +277,35 @@ def _publish_some(replica: Replica, pub, count: int) -> int:
     return published
 
 
+@contextlib.contextmanager
+def _stream(tmp_path, scenario: Scenario, seed: int, buffer_steps: int):
+    """A replica serving requests, vLLM's publisher for its events, and an
+    index that knows the replica; torn down on exit."""
+    replica = Replica(scenario, random.Random(seed))
+    pub = _publisher(tmp_path, buffer_steps)
+    index = KVIndex()
+    index.add_replica("r0", replica.layout)
+    try:
+        yield replica, pub, index
+    finally:
+        pub.shutdown()
+        replica.close()
+
+
+def _subscribe(tmp_path, index: KVIndex):
+    from kv_index.subscriber import Subscriber
+
+    return Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+
+
 @pytest.mark.parametrize("scenario", [SCENARIOS[2], SCENARIOS[6]], ids=["swa", "hybrid"])
 def test_subscriber_joins_late_and_replays_what_it_missed(tmp_path, scenario) -> None:
     """A subscriber that connects after 15 batches replays 0.. from vLLM's
     ROUTER socket, then follows the stream; the index is exact on every
     probe."""
-    from kv_index.subscriber import Subscriber
-
-    rng = random.Random(3)
-    replica = Replica(scenario, rng)
-    pub = _publisher(tmp_path, buffer_steps=1000)
-    index = KVIndex()
-    index.add_replica("r0", replica.layout)
-    try:
+    with _stream(tmp_path, scenario, seed=3, buffer_steps=1000) as (replica, pub, index):
         published = _publish_some(replica, pub, 15)
-        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+        sub = _subscribe(tmp_path, index)
         try:
             for _ in range(40):
                 published += _publish_some(replica, pub, 1)
@@ -302,25 +317,15 @@ def test_subscriber_joins_late_and_replays_what_it_missed(tmp_path, scenario) ->
             assert sub.stats["resets"] == 0
         finally:
             sub.close()
-    finally:
-        pub.shutdown()
-        replica.close()
 
 
 def test_subscriber_resets_when_the_replay_cannot_fill_the_gap(tmp_path) -> None:
     """vLLM keeps 2 batches for replay; a subscriber 20 batches late cannot
     be filled: the replica is reset, ``complete`` turns False, and from then
     on the index never credits more than the replica serves."""
-    from kv_index.subscriber import Subscriber
-
-    rng = random.Random(4)
-    replica = Replica(SCENARIOS[6], rng)
-    pub = _publisher(tmp_path, buffer_steps=2)
-    index = KVIndex()
-    index.add_replica("r0", replica.layout)
-    try:
+    with _stream(tmp_path, SCENARIOS[6], seed=4, buffer_steps=2) as (replica, pub, index):
         published = _publish_some(replica, pub, 20)
-        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+        sub = _subscribe(tmp_path, index)
         try:
             under = 0
             for _ in range(30):
@@ -335,46 +340,35 @@ def test_subscriber_resets_when_the_replay_cannot_fill_the_gap(tmp_path) -> None
             assert index.stats("r0")["resets"] == 1
         finally:
             sub.close()
-    finally:
-        pub.shutdown()
-        replica.close()
 
 
 def test_subscriber_fills_dropped_batches_from_the_replay(tmp_path) -> None:
     """Every fourth live batch is dropped on arrival (as a lost message
     would be): each gap is seen and filled from the replay socket, and the
     index stays exact."""
-    from kv_index.subscriber import Subscriber
+    with _stream(tmp_path, SCENARIOS[7], seed=5, buffer_steps=1000) as (replica, pub, index):
+        sub = _subscribe(tmp_path, index)
+        receive = sub._sub.recv_multipart
+        arrivals = [0]
 
-    rng = random.Random(5)
-    replica = Replica(SCENARIOS[7], rng)
-    pub = _publisher(tmp_path, buffer_steps=1000)
-    index = KVIndex()
-    index.add_replica("r0", replica.layout)
-    sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
-    receive = sub._sub.recv_multipart
-    arrivals = [0]
+        def lossy():
+            frames = receive()
+            arrivals[0] += 1
+            return frames if arrivals[0] % 4 else [b"lost"]  # skipped as malformed
 
-    def lossy():
-        frames = receive()
-        arrivals[0] += 1
-        return frames if arrivals[0] % 4 else [b"lost"]  # skipped as malformed
-
-    sub._sub.recv_multipart = lossy
-    try:
-        published = 0
-        for _ in range(40):
-            published += _publish_some(replica, pub, 1)
-            for _ in range(100):  # a dropped batch is seen at the next one
-                sub.poll(20)
-                if sub.next_seq >= published - 1:
-                    break
-            for _ in range(2):
-                prompt, want = replica.probe()
-                if sub.next_seq >= published:
-                    assert index.score(prompt)["r0"] == want
-        assert sub.stats["gaps"] >= 5 and sub.complete and sub.stats["resets"] == 0
-    finally:
-        sub.close()
-        pub.shutdown()
-        replica.close()
+        sub._sub.recv_multipart = lossy
+        try:
+            published = 0
+            for _ in range(40):
+                published += _publish_some(replica, pub, 1)
+                for _ in range(100):  # a dropped batch is seen at the next one
+                    sub.poll(20)
+                    if sub.next_seq >= published - 1:
+                        break
+                for _ in range(2):
+                    prompt, want = replica.probe()
+                    if sub.next_seq >= published:
+                        assert index.score(prompt)["r0"] == want
+            assert sub.stats["gaps"] >= 5 and sub.complete and sub.stats["resets"] == 0
+        finally:
+            sub.close()
