@@ -110,11 +110,7 @@ def max_prompt_tokens(work: LoadWorkload) -> int:
 
 def _send(port: int, model: str, req: LoadRequest, max_tokens: int,
           timeout_s: float) -> dict[str, Any]:
-    body = {
-        "model": model, "prompt": " ".join(req.words), "max_tokens": max_tokens,
-        "temperature": 0.0, "seed": 0,
-    }
-    return probe._post(port, "/v1/completions", body, timeout_s)
+    return probe.complete(port, model, " ".join(req.words), max_tokens, timeout_s)
 
 
 def run(port: int, model: str, work: LoadWorkload, timeout_s: float = 120.0,

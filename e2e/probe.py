@@ -106,6 +106,14 @@ def _post(port: int, path: str, body: dict[str, Any], timeout_s: float) -> dict[
         return json.loads(resp.read())
 
 
+def complete(port: int, model: str, prompt: str | list[int], max_tokens: int,
+             timeout_s: float) -> dict[str, Any]:
+    """One greedy ``/v1/completions`` reply (``prompt``: text or token ids)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": 0.0, "seed": 0}
+    return _post(port, "/v1/completions", body, timeout_s)
+
+
 def get_text(port: int, path: str, timeout_s: float = 10.0) -> str:
     with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout_s) as resp:
         return resp.read().decode()
@@ -133,12 +141,8 @@ def run(port: int, model: str, work: Workload, timeout_s: float = 60.0,
     for phase, index, words in requests(work):
         if phases is not None and phase not in phases:
             continue
-        body = {
-            "model": model, "prompt": " ".join(words), "max_tokens": 1,
-            "temperature": 0.0, "seed": 0,
-        }
         start = time.perf_counter()
-        reply = _post(port, "/v1/completions", body, timeout_s)
+        reply = complete(port, model, " ".join(words), 1, timeout_s)
         latency_ms = (time.perf_counter() - start) * 1000
         usage = reply.get("usage") or {}
         details = usage.get("prompt_tokens_details") or {}

@@ -58,13 +58,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import load  # noqa: E402
 import make_models  # noqa: E402
 import probe  # noqa: E402
 import run_e2e  # noqa: E402
 from run_e2e import SERVED_NAME, Failure, Run  # noqa: E402
 
 from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
-from kv_index.layout import FULL, SLIDING_WINDOW  # noqa: E402
+from kv_index.layout import SLIDING_WINDOW, SPEC_KINDS  # noqa: E402
 from kv_index.subscriber import Subscriber  # noqa: E402
 
 OFF = Run("off", "", "vllm")
@@ -89,13 +90,6 @@ class Row:
     scores: dict[str, int]
 
 
-def _spec_kind(spec: str) -> str:
-    kinds = {"FullAttentionSpec": FULL, "SlidingWindowSpec": SLIDING_WINDOW}
-    if spec not in kinds:
-        raise Failure(f"the engine reports a {spec} group, which this run does not model")
-    return kinds[spec]
-
-
 def layout_from_stats(stats: dict[str, Any]) -> ReplicaLayout:
     """The replica's layout as the plugin recorded it from the coordinator
     that made the lookups (report.observe)."""
@@ -104,7 +98,9 @@ def layout_from_stats(stats: dict[str, Any]) -> ReplicaLayout:
         raise Failure(f"the engine's stats file recorded no coordinator: {stats.get('process')}")
     groups = []
     for g in observed[0]["groups"]:
-        kind = _spec_kind(g["spec"])
+        kind = SPEC_KINDS.get(g["spec"])
+        if kind is None:
+            raise Failure(f"the engine reports a {g['spec']} group, which kv_index does not model")
         window = g["sliding_window"] if kind == SLIDING_WINDOW else None
         groups.append(GroupLayout(kind, g["block_size"], window))
     return ReplicaLayout(tuple(groups), hash_block_size=run_e2e.BLOCK_SIZE)
@@ -134,8 +130,7 @@ def events_args(pub: int, replay: int) -> tuple[str, ...]:
 
 def send(port: int, ids: list[int], timeout_s: float) -> tuple[int, int]:
     """(prompt_tokens, cached_tokens) of one completion of ``ids``."""
-    body = {"model": SERVED_NAME, "prompt": ids, "max_tokens": 1, "temperature": 0.0, "seed": 0}
-    reply = probe._post(port, "/v1/completions", body, timeout_s)
+    reply = probe.complete(port, SERVED_NAME, ids, 1, timeout_s)
     usage = reply.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     return int(usage.get("prompt_tokens", -1)), int(details.get("cached_tokens") or 0)
@@ -289,8 +284,9 @@ def check(model: str, rows: list[Row], index: KVIndex,
     wrong = [r for r in known if r.score != r.cached_tokens]
     unknown = [r for r in seq if r.score is None]
     removed = index.stats("r1").get("removed", 0)
-    full = sum(1 for r in known if r.cached_tokens and r.cached_tokens >= r.prompt_tokens - 32)
-    partial = sum(1 for r in known if 0 < r.cached_tokens < r.prompt_tokens - 32)
+    whole = [load.full_hit(r.prompt_tokens, run_e2e.BLOCK_SIZE) for r in known]
+    full = sum(1 for r, w in zip(known, whole) if 0 < r.cached_tokens == w)
+    partial = sum(1 for r, w in zip(known, whole) if 0 < r.cached_tokens < w)
     conc = [r for r in rows if r.phase == "concurrent"]
     off = [r for r in conc if r.score != r.cached_tokens]
     summary = {

@@ -26,7 +26,7 @@ HASH_ALGOS = ("sha256", "sha256_cbor")
 # (vllm/v1/core/kv_cache_utils.py DEFAULT_NONE_HASH_SEED).
 DEFAULT_NONE_HASH_SEED = "vllm-none-hash"
 # The spec classes vLLM looks up with FullAttentionManager / SlidingWindowManager.
-_SPEC_KINDS = {
+SPEC_KINDS = {
     "FullAttentionSpec": FULL,
     "MLAAttentionSpec": FULL,
     "SlidingWindowSpec": SLIDING_WINDOW,
@@ -132,7 +132,7 @@ class ReplicaLayout:
         groups = []
         for i, (group, drop) in enumerate(zip(groups_in, drops)):
             spec = group.kv_cache_spec
-            kind = _SPEC_KINDS.get(type(spec).__name__)
+            kind = SPEC_KINDS.get(type(spec).__name__)
             if kind is None:
                 raise ValueError(
                     f"kv_cache_config: group {i} has a {type(spec).__name__}, which kv_index "
