@@ -43,6 +43,10 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # Its sources cannot be read on <= 0.32 (get_sliding_window_size_in_chunks
     # lives in scheduler.py there); the store/lookup findings are 0.33.0's.
     "offload_filter": ("0.33.0",),
+    # Data-parallel routing by exact hit: the load score and bookkeeping read
+    # on 0.32 and 0.33 (tests/test_dp_routing.py); 0.32 lacks only the
+    # streaming-session lines.
+    "dp_routing": ("0.32.0", "0.33.0"),
 }
 
 # binding -> release -> what the patch must do differently there ("" for

@@ -62,7 +62,45 @@ def read_offload_filter(environ: "os._Environ[str] | dict[str, str] | None" = No
     return _read_choice(OFFLOAD_FILTER_ENV, OffloadFilter, OffloadFilter.OFF, environ)
 
 
-Choice = TypeVar("Choice", Mode, Core, OffloadFilter)
+DP_ROUTING_ENV = "SWA_PREFIX_CACHE_DP_ROUTING"
+DP_TOKENS_PER_LOAD_ENV = "SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD"
+
+
+class DpRouting(enum.Enum):
+    """How vLLM's data-parallel front end picks an engine core. ``off``
+    (default): vLLM's load balancing, untouched. ``exact``: by each rank's
+    exact prefix-cache hit (kv_index, from the ranks' KV events) traded
+    against vLLM's load score (kv_index/balance.py;
+    vllm_adapter/dp_routing.py)."""
+
+    OFF = "off"
+    EXACT = "exact"
+
+
+def read_dp_routing(environ: "os._Environ[str] | dict[str, str] | None" = None) -> DpRouting:
+    """The setting from ``SWA_PREFIX_CACHE_DP_ROUTING`` (default ``off``)."""
+    return _read_choice(DP_ROUTING_ENV, DpRouting, DpRouting.OFF, environ)
+
+
+def read_tokens_per_load(
+    default: float, environ: "os._Environ[str] | dict[str, str] | None" = None
+) -> float:
+    """``SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD`` (tokens one unit of vLLM's load
+    score is worth; kv_index/balance.py), or ``default`` when unset."""
+    env = os.environ if environ is None else environ
+    raw = env.get(DP_TOKENS_PER_LOAD_ENV)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"{DP_TOKENS_PER_LOAD_ENV} must be a number >= 0, got {raw!r}")
+    return value
+
+
+Choice = TypeVar("Choice", Mode, Core, OffloadFilter, DpRouting)
 
 
 def _read_choice(

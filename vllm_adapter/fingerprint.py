@@ -158,7 +158,24 @@ OFFLOAD_FILTER = Binding(
     ),
 )
 
-BINDINGS: tuple[Binding, ...] = (SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_FILTER)
+# The opt-in data-parallel routing runs vLLM's engine choice and then moves
+# the bookkeeping it wrote (local waiting count, in-flight count, abort
+# map); kv_index/balance.py transcribes its load score. The bookkeeping is
+# set up in __init__ and unwound in process_engine_outputs.
+_CLIENT = "vllm.v1.engine.core_client"
+DP_ROUTING = Binding(
+    "dp_routing",
+    "DPLBAsyncMPClient.get_core_engine_for_request, its load score in kv_index/balance.py",
+    (
+        _src(_CLIENT, "DPLBAsyncMPClient.get_core_engine_for_request"),
+        _src(_CLIENT, "DPLBAsyncMPClient.process_engine_outputs"),
+        _src(_CLIENT, "DPLBAsyncMPClient.__init__"),
+    ),
+)
+
+BINDINGS: tuple[Binding, ...] = (
+    SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_FILTER, DP_ROUTING,
+)
 
 
 def installed_digests(binding: Binding) -> dict[str, str | None]:

@@ -146,4 +146,32 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
     ],
+    "dp_routing": [
+        {
+            "name": "0.32.0",
+            "releases": ("0.32.0",),
+            "semantics": "",
+            "digests": {
+                "DPLBAsyncMPClient.get_core_engine_for_request":
+                    "c70c83b1b973eb2feb27b30205da8f959788fabc6f26d0156a151c34c9ca0895",
+                "DPLBAsyncMPClient.process_engine_outputs":
+                    "e24df2c7e86775c7878b6fc165cab95f12ae165ebe54aaf8eff5241cdf191722",
+                "DPLBAsyncMPClient.__init__":
+                    "705e0d41edd321ccd2b4fd22e4b197b50c4efeabe5982f1a95cd2e8d394c81c5",
+            },
+        },
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "DPLBAsyncMPClient.get_core_engine_for_request":
+                    "95c12723311272e2909f187838f0116fc50f825d329224751bb023752bdf8f1a",
+                "DPLBAsyncMPClient.process_engine_outputs":
+                    "e24df2c7e86775c7878b6fc165cab95f12ae165ebe54aaf8eff5241cdf191722",
+                "DPLBAsyncMPClient.__init__":
+                    "373a61bbaad2573e68f30115ede87f8084890e46a1ea62f04bdd2e8ea9157fd0",
+            },
+        },
+    ],
 }

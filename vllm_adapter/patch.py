@@ -108,11 +108,13 @@ def install(mode: Mode | None = None) -> bool:
     or a missing native extension: those leave vLLM untouched (or use the
     Python search) and log one line. The opt-in KV-offload store filter
     (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) is installed first, on its own
-    fingerprint, whatever the lookup patch does.
+    fingerprint, whatever the lookup patch does, and so is the opt-in
+    data-parallel routing (``SWA_PREFIX_CACHE_DP_ROUTING``).
     """
-    from vllm_adapter import offload_filter
+    from vllm_adapter import dp_routing, offload_filter
 
     offload_filter.install()
+    dp_routing.install()
     with _lock:
         if _state.installed:
             return True
@@ -262,8 +264,9 @@ def _time_vllms_full_lookup() -> None:
 
 def uninstall() -> None:
     """Put vLLM's own methods back. Safe to call when not installed."""
-    from vllm_adapter import offload_filter, offload_lookup
+    from vllm_adapter import dp_routing, offload_filter, offload_lookup
 
+    dp_routing.uninstall()
     offload_filter.uninstall()
     offload_lookup.uninstall()
     with _lock:
@@ -300,6 +303,7 @@ def status() -> dict[str, Any]:
         "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
         "offload_lookup": _offload_lookup_status(),
         "offload_filter": _offload_filter_status(),
+        "dp_routing": _dp_routing_status(),
     }
 
 
@@ -325,6 +329,12 @@ def _offload_filter_status() -> dict[str, Any]:
     from vllm_adapter import offload_filter
 
     return offload_filter.status()
+
+
+def _dp_routing_status() -> dict[str, Any]:
+    from vllm_adapter import dp_routing
+
+    return dp_routing.status()
 
 
 def stats() -> Stats:
