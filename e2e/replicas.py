@@ -1,7 +1,7 @@
 """kv_index against live vLLM servers: the score for the replica that serves
 a request equals the ``cached_tokens`` that replica served.
 
-For each tiny model (make_models.py: all-SWA, hybrid) three fresh servers,
+For each tiny model (make_models.py: all-SWA, hybrid) four fresh servers,
 one after another (on two cores an idle engine core starves the busy one),
 publish their KV events on ZMQ (``--kv-events-config``, tcp on loopback,
 with the replay socket):
@@ -12,7 +12,9 @@ with the replay socket):
 * ``dp``: one server with ``--data-parallel-size 2``, plugin on: vLLM's
   front end picks the engine core; each rank publishes on its own port
   (vLLM offsets the port by the rank), so the index has replicas ``dp0``
-  and ``dp1``.
+  and ``dp1``;
+* ``dpx``: the same with ``SWA_PREFIX_CACHE_DP_ROUTING=exact``: the front
+  end routes by its own index of the ranks (vllm_adapter/dp_routing.py).
 
 One ``KVIndex`` per model holds every replica, each fed by its own
 ``kv_index.Subscriber``. A replica's layout (group order, kinds, block
@@ -31,7 +33,9 @@ mismatches between the score of the serving replica and the served
 ``cached_tokens``; the served prompt length is the sent one; ``r1``
 evicted blocks (BlockRemoved events applied); hits both full and partial;
 every subscriber complete (no reset); the serving rank identified for at
-least three ``dp`` requests in four.
+least three ``dp`` requests in four; ``dpx``'s front end routed every
+request by its index (ready, no error). The hit rate and how often the
+serving rank held the best hit are reported for ``dp`` and ``dpx``.
 
 Then a concurrent phase on ``r0`` and on ``r1`` (8 in flight, scored at send
 time): how often and by how much the score differs from what was served
@@ -44,6 +48,7 @@ import argparse
 import atexit
 import datetime as dt
 import json
+import os
 import random
 import signal
 import socket
@@ -164,12 +169,14 @@ class Prompts:
         return pattern, ids
 
 
-# (name, plugin run, extra server arguments, data-parallel ranks)
+DP_ARGS = ("--data-parallel-size", "2", "--data-parallel-backend", "mp",
+           "--data-parallel-address", probe.HOST)
+# (name, plugin run, extra server arguments, data-parallel ranks, environment)
 SERVERS = (
-    ("r0", OFF, (), 1),
-    ("r1", ON, ("--num-gpu-blocks-override", str(SMALL_POOL)), 1),
-    ("dp", ON, ("--data-parallel-size", "2", "--data-parallel-backend", "mp",
-                "--data-parallel-address", probe.HOST), 2),
+    ("r0", OFF, (), 1, {}),
+    ("r1", ON, ("--num-gpu-blocks-override", str(SMALL_POOL)), 1, {}),
+    ("dp", ON, DP_ARGS, 2, {}),
+    ("dpx", ON, DP_ARGS, 2, {"SWA_PREFIX_CACHE_DP_ROUTING": "exact"}),
 )
 
 
@@ -179,7 +186,7 @@ class Server:
 
     def __init__(self, index: KVIndex, model: str, model_dir: Path, spec: tuple[Any, ...],
                  out_dir: Path, startup_timeout_s: float, request_timeout_s: float) -> None:
-        name, run, extra, ranks = spec
+        name, run, extra, ranks, env = spec
         self.index, self.model, self.name = index, model, name
         self.timeout_s = request_timeout_s
         self.subs: dict[str, Subscriber] = {}
@@ -189,10 +196,20 @@ class Server:
             extra = (*extra, "--data-parallel-rpc-port", str(run_e2e._free_port()))
         work_dir = out_dir / f"{model}-{name}"
         work_dir.mkdir(parents=True, exist_ok=True)
-        self.proc, self.port, stats_dir, startup_s = run_e2e.start_server(
-            model_dir, run, work_dir, startup_timeout_s, MAX_PROMPT + 64,
-            (*extra, *events_args(pub, replay)), max_num_seqs=8,
-        )
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            self.proc, self.port, stats_dir, startup_s = run_e2e.start_server(
+                model_dir, run, work_dir, startup_timeout_s, MAX_PROMPT + 64,
+                (*extra, *events_args(pub, replay)), max_num_seqs=8,
+            )
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.stats_dir = stats_dir
         print(f"replicas: {model} {name} up in {startup_s:.0f} s", flush=True)
         # Warm-up requests so every engine core records its layout.
         for i in range(4 * ranks):
@@ -227,6 +244,15 @@ class Server:
                 break
             time.sleep(0.005)
         return dict(applied)
+
+    def routers(self) -> list[dict[str, Any]]:
+        """The front end's data-parallel routers, from its stats file."""
+        time.sleep(0.5)  # the stats file is rewritten at most every 0.2 s
+        found = []
+        for path in self.stats_dir.glob("stats-*.json"):
+            data = json.loads(path.read_text())
+            found += data.get("dp_routing", {}).get("routers", [])
+        return found
 
     def close(self) -> None:
         for sub in self.subs.values():
@@ -277,8 +303,23 @@ def concurrent(server: Server, prompts: Prompts, requests: int, in_flight: int =
     return rows
 
 
+def data_parallel(rows: list[Row], name: str) -> dict[str, Any]:
+    """One data-parallel server's sequential requests: the hit rate (cached
+    / prompt tokens) and how often the serving rank held the best hit."""
+    mine = [r for r in rows if r.phase == "sequential" and r.replica.rstrip("0123456789?") == name]
+    known = [r for r in mine if r.score is not None]
+    ranks = [r for r in known if len({v for k, v in r.scores.items()
+                                      if k.rstrip("0123456789") == name}) > 1]
+    best = sum(1 for r in ranks if r.score == max(v for k, v in r.scores.items()
+                                                  if k.rstrip("0123456789") == name))
+    prompt = sum(r.prompt_tokens for r in mine)
+    return {"requests": len(mine), "hit_rate": round(sum(r.cached_tokens for r in mine)
+                                                      / prompt, 4) if prompt else 0.0,
+            "ranks_differ": len(ranks), "served_best_hit": best}
+
+
 def check(model: str, rows: list[Row], index: KVIndex,
-          subs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+          subs: dict[str, dict[str, Any]], routers: list[dict[str, Any]]) -> dict[str, Any]:
     seq = [r for r in rows if r.phase == "sequential"]
     known = [r for r in seq if r.score is not None]
     wrong = [r for r in known if r.score != r.cached_tokens]
@@ -299,6 +340,8 @@ def check(model: str, rows: list[Row], index: KVIndex,
         "served_by": dict(Counter(r.replica for r in seq)),
         "full_hits": full, "partial_hits": partial, "r1_removed": removed,
         "subscribers": subs,
+        "dp": data_parallel(rows, "dp"), "dpx": data_parallel(rows, "dpx"),
+        "dpx_routers": routers,
         "concurrent": {"requests": len(conc), "differ": len(off),
                        "over_credit": sum(1 for r in off if r.score > r.cached_tokens),
                        "tokens_off_mean": round(sum(abs(r.score - r.cached_tokens) for r in off)
@@ -317,6 +360,10 @@ def check(model: str, rows: list[Row], index: KVIndex,
         raise Failure(f"{model}: the serving rank was unknown for {len(unknown)} dp requests")
     if not all(s["complete"] for s in subs.values()):
         raise Failure(f"{model}: a subscriber had to reset: {subs}")
+    live = [r for r in routers if r["ready"] and r["stats"].get("decisions")]
+    if len(live) != 1 or live[0]["stats"].get("errors") \
+            or live[0]["stats"]["decisions"] < summary["dpx"]["requests"]:
+        raise Failure(f"{model}: dpx's front end did not route every request by its index: {routers}")
     return summary
 
 
@@ -324,7 +371,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=run_e2e.ROOT / "build" / "e2e-replicas")
     parser.add_argument("--models", default="swa,hybrid")
-    parser.add_argument("--requests", type=int, default=540, help="sequential, per model")
+    parser.add_argument("--requests", type=int, default=600, help="sequential, per model")
     parser.add_argument("--concurrent", type=int, default=120, help="per model (0: none)")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--request-timeout", type=float, default=60.0)
@@ -345,7 +392,7 @@ def main(argv: list[str]) -> int:
             # starves the busy one. The prompts carry over from server to
             # server, so each also sees prompts first sent elsewhere.
             index, prompts = KVIndex(), Prompts(seed=n)
-            rows, subs, layouts = [], {}, {}
+            rows, subs, layouts, routers = [], {}, {}, []
             for spec in SERVERS:
                 server = Server(index, model, model_dirs[model], spec, out_dir,
                                 args.startup_timeout, args.request_timeout)
@@ -353,12 +400,14 @@ def main(argv: list[str]) -> int:
                     rows += sequential(server, prompts, args.requests // len(SERVERS))
                     if args.concurrent and len(server.replicas) == 1:
                         rows += concurrent(server, prompts, args.concurrent // 2)
+                    if spec[4]:
+                        routers = server.routers()
                 finally:
                     server.close()
                 subs.update({r: dict(s.stats, complete=s.complete)
                              for r, s in server.subs.items()})
                 layouts.update(server.layouts)
-            results[model] = {"layouts": layouts, "summary": check(model, rows, index, subs)}
+            results[model] = {"layouts": layouts, "summary": check(model, rows, index, subs, routers)}
             all_rows += rows
     except Failure as exc:
         print(f"replicas FAILED: {exc}", file=sys.stderr)

@@ -7,7 +7,7 @@
 # suites run against them with fewer cases than `make test`, then a receipt
 # build/matrix/vllm-<version>-cpython-3.11-x86_64.json (scripts/matrix/
 # receipt.py). The offload lookup's suite runs where the plugin patches it
-# (0.30+, vllm_adapter/known_sources.py).
+# (0.30+, vllm_adapter/known_sources.py), the data-parallel routing's on 0.32.
 RELEASES_DIR := build/releases
 VLLM_RELEASES := 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0
 RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
@@ -15,6 +15,8 @@ RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 	coordinators=tests/test_coordinators.py \
 	hotpath=tests/test_hot_path.py,tests/test_full_hotpath.py,tests/test_report.py
 RELEASE_OFFLOAD_SUITE := offload=tests/test_offload_lookup_adapter.py
+# The data-parallel routing's suite, where the plugin patches it (0.32+).
+RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
 	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
 
@@ -35,6 +37,7 @@ $(addprefix matrix-vllm-,$(VLLM_RELEASES)): matrix-vllm-%: $(RELEASES_DIR)/%/.st
 	@id=vllm-$*-cpython-3.11-$(MATRIX_ARCH); rm -f $(MATRIX_DIR)/$$id-*.xml; \
 	start=$$(date +%s); status=0; suites=""; \
 	extra=""; case $* in 0.28.*|0.29.*) ;; *) extra="$(RELEASE_OFFLOAD_SUITE)";; esac; \
+	case $* in 0.32.*) extra="$$extra $(RELEASE_DP_SUITE)";; esac; \
 	for suite in $(RELEASE_SUITES) $$extra; do name=$${suite%%=*}; files=$${suite#*=}; \
 		echo "$$id: $$name: $${files//,/ }"; \
 		PYTHONPATH=$(RELEASES_DIR)/$* $(TEST_ENV) $(RELEASE_ENV) $(PY) -m pytest -q -p no:cacheprovider \
