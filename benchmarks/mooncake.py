@@ -1,0 +1,109 @@
+"""The Mooncake FAST'25 conversation trace as prompts of token ids.
+
+The trace (``../shared/data/mooncake-fast25/``, README there) gives each
+request its arrival time, input and output lengths and its prefix sharing
+as one id per 512-token block. A prompt is made by giving every block id a
+fixed token sequence (drawn from a generator seeded by the id alone) and
+cutting the concatenation to the request's input length, so any two
+requests share exactly the prefix the trace says they share, and vLLM's own
+block hashing finds that sharing at every block size dividing the trace's
+block.
+
+``scale`` shrinks a request for the tiny models of e2e/: a trace block
+becomes ``512 // scale`` tokens and every length is divided by ``scale``
+(rounded up), so the sharing is kept block for block.
+
+Stdlib only: the e2e harness and the benchmarks both import it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+TRACE_BLOCK = 512  # tokens per hash id in the trace
+DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "data"
+                 / "mooncake-fast25" / "conversation_trace.jsonl")
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    timestamp_ms: int  # arrival, from the trace's start
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+
+def _field(row: dict, name: str, where: str) -> int:
+    value = row.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def load(path: Path = DEFAULT_TRACE, limit: int | None = None) -> list[TraceRequest]:
+    """The first ``limit`` requests of the trace (all when None)."""
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+    requests: list[TraceRequest] = []
+    with Path(path).open() as lines:
+        for number, line in enumerate(lines, 1):
+            if limit is not None and len(requests) >= limit:
+                break
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not JSON ({exc})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: a trace line must be an object")
+            ids = row.get("hash_ids")
+            if not isinstance(ids, list) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise ValueError(f"{where}: hash_ids must be a list of ints")
+            request = TraceRequest(_field(row, "timestamp", where),
+                                   _field(row, "input_length", where),
+                                   _field(row, "output_length", where), tuple(ids))
+            if -(-request.input_length // TRACE_BLOCK) > len(ids):
+                raise ValueError(f"{where}: input_length {request.input_length} needs more "
+                                 f"than its {len(ids)} block ids")
+            requests.append(request)
+    return requests
+
+
+@lru_cache(maxsize=1 << 16)
+def block_tokens(block_id: int, tokens: int, first: int, last: int) -> tuple[int, ...]:
+    """The fixed token ids of one trace block: seeded by the block id only."""
+    rng = random.Random(f"mooncake-block-{block_id}")
+    return tuple(rng.randint(first, last) for _ in range(tokens))
+
+
+def prompt_ids(request: TraceRequest, *, scale: int = 1, first: int, last: int,
+               max_tokens: int | None = None) -> list[int]:
+    """The request's prompt: its blocks' tokens cut to ``input_length /
+    scale`` (rounded up), then to ``max_tokens``."""
+    if not isinstance(scale, int) or scale < 1 or TRACE_BLOCK % scale:
+        raise ValueError(f"scale must be a positive int dividing {TRACE_BLOCK}, got {scale!r}")
+    if not (isinstance(first, int) and isinstance(last, int) and 0 <= first <= last):
+        raise ValueError(f"first and last must be token ids with first <= last, got {first!r}, {last!r}")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    length = -(-request.input_length // scale)
+    if max_tokens is not None:
+        length = min(length, max_tokens)
+    per_block = TRACE_BLOCK // scale
+    ids: list[int] = []
+    for block_id in request.hash_ids[:-(-length // per_block)]:
+        ids += block_tokens(block_id, per_block, first, last)
+    return ids[:length]
+
+
+def output_tokens(request: TraceRequest, *, scale: int = 1, cap: int | None = None) -> int:
+    """The request's output length divided by ``scale`` (at least 1, at most ``cap``)."""
+    n = max(1, -(-request.output_length // scale))
+    return n if cap is None else min(n, cap)
