@@ -51,13 +51,13 @@ E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
 	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
 
-.PHONY: known-sources support-table help setup setup-e2e e2e e2e-replicas apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
+.PHONY: known-sources support-table help setup setup-e2e e2e e2e-replicas e2e-routing apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick check clean
 
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e e2e-replicas upstream-patch upstream-findings matrix matrix-vllm known-sources support-table clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e e2e-replicas e2e-routing upstream-patch upstream-findings matrix matrix-vllm known-sources support-table clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
@@ -270,6 +270,22 @@ e2e: setup-e2e lib ext
 # concurrent phase, reported.
 e2e-replicas: setup-e2e
 	$(E2E_PY) e2e/replicas.py
+
+# The routing run (e2e/routing.py, not part of `make check`: about half an
+# hour): the Mooncake trace through vLLM's data-parallel balancing,
+# vllm-router kv_aware (from .venv-peers: the PyPI package, pinned) and the
+# exact routing; its receipt goes to build/e2e-routing/.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.setup-stamp
+
+$(PEERS_STAMP): requirements/peers.txt requirements/peers-constraints.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-c requirements/peers-constraints.txt -r requirements/peers.txt
+	touch $@
+
+e2e-routing: setup-e2e $(PEERS_STAMP)
+	VLLM_ROUTER=$(PEERS_VENV)/bin/vllm-router $(E2E_PY) e2e/routing.py $(ROUTING_ARGS)
 
 # ---- everything CI checks ----------------------------------------------------
 check: setup verify-c test ffi-test-asan vllm-upstream-tests upstream-patch upstream-findings proofs bench-quick e2e e2e-replicas \

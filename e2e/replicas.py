@@ -45,12 +45,10 @@ while events are in flight is reported, not asserted.
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime as dt
 import json
 import os
 import random
-import signal
 import socket
 import sys
 import time
@@ -192,6 +190,7 @@ class Server:
         self.subs: dict[str, Subscriber] = {}
         self.layouts: dict[str, list[dict[str, Any]]] = {}  # for the receipt
         pub, replay = _free_port_pair(), _free_port_pair()
+        self.pub, self.replay = pub, replay  # rank r publishes on pub + r, replays on replay + r
         if ranks > 1:
             extra = (*extra, "--data-parallel-rpc-port", str(run_e2e._free_port()))
         work_dir = out_dir / f"{model}-{name}"
@@ -377,9 +376,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--request-timeout", type=float, default=60.0)
     args = parser.parse_args(argv)
     args.out = args.out.resolve()
-    atexit.register(run_e2e._cleanup)
-    signal.signal(signal.SIGTERM, run_e2e._on_signal)
-    signal.signal(signal.SIGINT, run_e2e._on_signal)
+    run_e2e.stop_servers_on_exit()
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out_dir = args.out / f"run-{started}"
     t0 = time.monotonic()

@@ -217,6 +217,13 @@ def _on_signal(signum: int, _frame: Any) -> None:
     sys.exit(128 + signum)
 
 
+def stop_servers_on_exit() -> None:
+    """Every process this run starts is stopped at exit, on SIGTERM and on SIGINT."""
+    atexit.register(_cleanup)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((probe.HOST, 0))
@@ -269,19 +276,24 @@ def start_server(model_dir: Path, run: Run, work_dir: Path, startup_timeout_s: f
             start_new_session=True,
         )
     _live.append(proc)
-    deadline = started + startup_timeout_s
+    wait_healthy(proc, port, log, started + startup_timeout_s, "server")
+    return proc, port, stats_dir, time.monotonic() - started
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path, deadline: float, what: str) -> None:
+    """Until ``GET /health`` on ``port`` answers; a Failure with the log's
+    tail if the process exits first or ``deadline`` (monotonic) passes."""
     while True:
         if proc.poll() is not None:
-            raise Failure(f"server exited with {proc.returncode} during start:\n{_tail(log)}")
+            raise Failure(f"{what} exited with {proc.returncode} during start:\n{_tail(log)}")
         try:
             probe.get_text(port, "/health", timeout_s=2.0)
-            break
+            return
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise Failure(f"server not healthy after {startup_timeout_s:.0f} s:\n{_tail(log)}")
+            raise Failure(f"{what} not healthy by its deadline:\n{_tail(log)}")
         time.sleep(0.5)
-    return proc, port, stats_dir, time.monotonic() - started
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -1018,9 +1030,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.out = args.out.resolve()  # the servers run in their own work directories
 
-    atexit.register(_cleanup)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stop_servers_on_exit()
 
     work = probe.Workload(
         prompts=args.prompts, prompt_tokens=args.prompt_tokens,
