@@ -27,9 +27,13 @@ RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=80
 matrix-vllm:
 	$(MAKE) --no-print-directory -j2 $(addprefix matrix-vllm-,$(VLLM_RELEASES))
 
+# The wheel is kept in $(RELEASES_DIR)/wheels, where known-sources reads
+# the releases' sources: one download per release and machine, not two.
 $(RELEASES_DIR)/%/.stamp: | $(STAMP)
 	rm -rf $(RELEASES_DIR)/$*
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* vllm==$*
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(RELEASES_DIR)/wheels vllm==$*
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* \
+		$(RELEASES_DIR)/wheels/vllm-$*-*.whl
 	touch $@
 
 $(addprefix matrix-vllm-,$(VLLM_RELEASES)): matrix-vllm-%: $(RELEASES_DIR)/%/.stamp lib ext
