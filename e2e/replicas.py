@@ -131,12 +131,16 @@ def events_args(pub: int, replay: int) -> tuple[str, ...]:
     return ("--kv-events-config", json.dumps(config))
 
 
+def usage_tokens(usage: dict[str, Any]) -> tuple[int, int]:
+    """(prompt_tokens, cached_tokens) of a reply's ``usage`` (-1: no prompt count)."""
+    details = usage.get("prompt_tokens_details") or {}
+    return int(usage.get("prompt_tokens", -1)), int(details.get("cached_tokens") or 0)
+
+
 def send(port: int, ids: list[int], timeout_s: float) -> tuple[int, int]:
     """(prompt_tokens, cached_tokens) of one completion of ``ids``."""
     reply = probe.complete(port, SERVED_NAME, ids, 1, timeout_s)
-    usage = reply.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    return int(usage.get("prompt_tokens", -1)), int(details.get("cached_tokens") or 0)
+    return usage_tokens(reply.get("usage") or {})
 
 
 class Prompts:

@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -77,6 +78,11 @@ POLICIES = {"router": "kv_aware", "router-rr": "round_robin"}  # vllm-router's -
 ROUTER_ENV = "VLLM_ROUTER"  # the vllm-router executable (make e2e-routing sets it)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
+
+
+def _fields(line: str) -> dict[str, str]:
+    """The key=value fields of one vllm-router log line (ANSI colours removed)."""
+    return {k: v.strip('"') for k, v in _KV.findall(line)}
 
 
 @dataclass
@@ -135,12 +141,8 @@ def stream(port: int, ids: list[int], max_tokens: int, timeout_s: float) -> tupl
     return ttft, time.monotonic() - started, usage, chunks
 
 
-def _cached(usage: dict[str, Any]) -> int:
-    return int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-
-
 class Router:
-    """vllm-router ``kv_aware`` in front of the given servers, its debug
+    """vllm-router (``policy``) in front of the given servers, its debug
     log read for its decisions."""
 
     def __init__(self, exe: str, policy: str, servers: list[replicas.Server], model_dir: Path,
@@ -176,7 +178,7 @@ class Router:
         for line in text[:end].decode(errors="replace").splitlines():
             line = _ANSI.sub("", line)
             if "KV prefix decision" in line or "KV request selected" in line:
-                fields = {k: v.strip('"') for k, v in _KV.findall(line)}
+                fields = _fields(line)
                 fields["line"] = "selected" if "KV request selected" in line else "prefix"
                 found.append(fields)
         return found
@@ -185,17 +187,15 @@ class Router:
         """Over the whole log: requests sent to each replica, and each
         warning vllm-router logged with how often (e.g. event batches it
         could not decode, which it drops whole)."""
-        chosen: dict[str, int] = {}
-        warnings: dict[str, int] = {}
+        chosen: Counter[str] = Counter()
+        warnings: Counter[str] = Counter()
         for line in self.log.read_text(errors="replace").splitlines():
             line = _ANSI.sub("", line)
             if "KV request selected" in line:
-                url = dict(_KV.findall(line)).get("worker_url", "?").strip('"')
-                chosen[self.replica(url)] = chosen.get(self.replica(url), 0) + 1
+                chosen[self.replica(_fields(line).get("worker_url", "?"))] += 1
             elif " WARN " in line:
-                message = line.split(": ", 2)[-1][:120]
-                warnings[message] = warnings.get(message, 0) + 1
-        return {"chosen": chosen, "warnings": warnings}
+                warnings[line.split(": ", 2)[-1][:120]] += 1
+        return {"chosen": dict(chosen), "warnings": dict(warnings)}
 
     def replica(self, url: str) -> str:
         return self.names.get(url.rstrip("/"), url)
@@ -217,9 +217,9 @@ def open_loop(balancer: str, port: int, work: list[tuple[int, mooncake.TraceRequ
         sent = time.monotonic() - t0
         out = mooncake.output_tokens(request, scale=SCALE, cap=MAX_OUTPUT)
         ttft, latency, usage, chunks = stream(port, ids, out, timeout_s)
-        return Reply(balancer, number, round(sent, 3), int(usage.get("prompt_tokens", -1)),
-                     _cached(usage), round(ttft, 4), round(latency, 4),
-                     int(usage.get("completion_tokens", chunks)))
+        prompt_tokens, cached = replicas.usage_tokens(usage)
+        return Reply(balancer, number, round(sent, 3), prompt_tokens, cached, round(ttft, 4),
+                     round(latency, 4), int(usage.get("completion_tokens", chunks)))
 
     with ThreadPoolExecutor(max_workers=len(work)) as pool:
         futures = [pool.submit(one, item) for item in work]
@@ -243,11 +243,9 @@ def compare(router: Router, servers: list[replicas.Server], index: KVIndex,
     router.decisions()
     for number, _, ids in work:
         ours = index.score(ids)
-        reply = probe.complete(router.port, SERVED_NAME, ids, 1, timeout_s)
-        usage = reply.get("usage") or {}
-        if int(usage.get("prompt_tokens", -1)) != len(ids):
-            raise Failure(f"router: request {number} sent {len(ids)} tokens, served "
-                          f"{usage.get('prompt_tokens')}")
+        prompt_tokens, cached = replicas.send(router.port, ids, timeout_s)
+        if prompt_tokens != len(ids):
+            raise Failure(f"router: request {number} sent {len(ids)} tokens, served {prompt_tokens}")
         for s in servers:
             s.drain()
         time.sleep(0.05)  # the router logs before it forwards; the log is flushed by now
@@ -258,7 +256,7 @@ def compare(router: Router, servers: list[replicas.Server], index: KVIndex,
         worker = router.replica(chosen[0].get("worker_url", chosen[0].get("worker", "?")))
         credit = {router.replica(d.get("worker", "?")): int(d.get("credited_prefix_tokens", 0))
                   for d in lines if d["line"] == "prefix"}
-        rows.append(Compared(number, len(ids), worker, _cached(usage), ours, credit))
+        rows.append(Compared(number, len(ids), worker, cached, ours, credit))
     return rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,16 +15,7 @@ from benchmarks import mooncake
 FIRST, LAST = 3, 509
 
 
-def _common_ids(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _common_tokens(a: list[int], b: list[int]) -> int:
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -48,8 +40,8 @@ def test_shared_prefix_is_the_shared_block_ids(trace: list[mooncake.TraceRequest
     prompts = [mooncake.prompt_ids(r, scale=scale, first=FIRST, last=LAST) for r in trace]
     sharing = 0
     for (ra, pa), (rb, pb) in itertools.combinations(zip(trace, prompts), 2):
-        blocks = _common_ids(ra.hash_ids, rb.hash_ids)
-        tokens = _common_tokens(pa, pb)
+        blocks = _common_prefix(ra.hash_ids, rb.hash_ids)
+        tokens = _common_prefix(pa, pb)
         shorter = min(len(pa), len(pb))
         assert tokens >= min(blocks * per_block, shorter)
         if blocks * per_block < shorter:
