@@ -57,7 +57,7 @@ E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coord
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e e2e-replicas e2e-routing upstream-patch upstream-findings matrix matrix-vllm known-sources support-table clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-routers matrix matrix-vllm known-sources support-table clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
@@ -291,7 +291,7 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 # vllm-upstream-tests runs before test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: setup verify-c vllm-upstream-tests test ffi-test-asan upstream-patch upstream-findings proofs bench-quick e2e e2e-replicas \
+check: setup verify-c vllm-upstream-tests test ffi-test-asan upstream-patch upstream-findings upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 
@@ -310,5 +310,6 @@ clean:
 include mk/vllm-upstream.mk
 include mk/upstream-patch.mk
 include mk/upstream-findings.mk
+include mk/upstream-routers.mk
 include mk/python-matrix.mk
 include mk/vllm-releases.mk

@@ -81,18 +81,30 @@ def build_hybrid(out: Path) -> None:
     Gemma3ForCausalLM(config).save_pretrained(out)
 
 
-BUILDERS = {"swa": build_swa, "hybrid": build_hybrid}
+def build_dense(out: Path) -> None:
+    """Full attention only: the control of upstream/routers (not served by
+    the e2e harnesses)."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    shape = {**SHAPE, "sliding_window": None}
+    config = MistralConfig(**shape, num_hidden_layers=2, tie_word_embeddings=False)
+    MistralForCausalLM(config).save_pretrained(out)
+
+
+BUILDERS = {"swa": build_swa, "hybrid": build_hybrid, "dense": build_dense}
+E2E_MODELS = ("swa", "hybrid")  # what the e2e harnesses serve
 # The managers vLLM builds for each model: whether a FullAttentionManager
 # serves lookups (run_e2e.py requires its lookups exactly there).
-HAS_FULL_ATTENTION = {"swa": False, "hybrid": True}
+HAS_FULL_ATTENTION = {"swa": False, "hybrid": True, "dense": True}
 
 
-def build(root: Path) -> dict[str, Path]:
-    """Build every model under ``root`` (skipping up-to-date ones)."""
+def build(root: Path, names: tuple[str, ...] = E2E_MODELS) -> dict[str, Path]:
+    """Build the named models under ``root`` (skipping up-to-date ones)."""
     import torch
 
     paths = {}
-    for name, builder in BUILDERS.items():
+    for name in names:
+        builder = BUILDERS[name]
         out = root / name
         stamp = out / "recipe.json"
         recipe = {"version": RECIPE_VERSION, "vocab": VOCAB, "window": WINDOW, "seed": SEED,
@@ -113,7 +125,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     args = parser.parse_args(argv)
-    for name, path in build(args.out).items():
+    for name, path in build(args.out, tuple(BUILDERS)).items():
         print(f"{name}: {path}")
     return 0
 

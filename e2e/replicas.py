@@ -187,7 +187,11 @@ class Server:
     shared index, with a subscriber per rank."""
 
     def __init__(self, index: KVIndex, model: str, model_dir: Path, spec: tuple[Any, ...],
-                 out_dir: Path, startup_timeout_s: float, request_timeout_s: float) -> None:
+                 out_dir: Path, startup_timeout_s: float, request_timeout_s: float,
+                 layout: ReplicaLayout | None = None) -> None:
+        """``layout``: the replica's layout when known beforehand (a model
+        without sliding window: the plugin records no coordinator for it);
+        otherwise read from the plugin's stats file."""
         name, run, extra, ranks, env = spec
         self.index, self.model, self.name = index, model, name
         self.timeout_s = request_timeout_s
@@ -217,12 +221,13 @@ class Server:
         # Warm-up requests so every engine core records its layout.
         for i in range(4 * ranks):
             send(self.port, Prompts(1000 + i)._tokens(40), request_timeout_s)
-        engines, _ = run_e2e.settled_engines(stats_dir, self.proc.pid, count=ranks)
+        if layout is None:
+            engines, _ = run_e2e.settled_engines(stats_dir, self.proc.pid, count=ranks)
         self.replicas = [name] if ranks == 1 else [f"{name}{r}" for r in range(ranks)]
         for rank, replica in enumerate(self.replicas):
-            layout = layout_from_stats(engines[rank])
-            index.add_replica(replica, layout)
-            self.layouts[replica] = [asdict(g) for g in layout.groups]
+            known = layout or layout_from_stats(engines[rank])
+            index.add_replica(replica, known)
+            self.layouts[replica] = [asdict(g) for g in known.groups]
             self.subs[replica] = Subscriber(
                 index, replica, f"tcp://{probe.HOST}:{pub + rank}",
                 f"tcp://{probe.HOST}:{replay + rank}",

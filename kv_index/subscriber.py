@@ -52,7 +52,6 @@ class Subscriber:
             raise ValueError(f"name: replica {name!r} is not in the index")
         if type(endpoint) is not str or "://" not in endpoint:
             raise ValueError(f"endpoint must be a zmq address, got {endpoint!r}")
-        self._zmq = zmq
         self.index, self.name = index, name
         self._ctx = context or zmq.Context.instance()
         self._sub = self._ctx.socket(zmq.SUB)
@@ -139,22 +138,28 @@ class Subscriber:
         return applied
 
     def _replay(self, start: int) -> list[tuple[int, bytes]] | None:
-        """The publisher's buffered batches from ``start`` on, or None when
-        it does not answer in time."""
-        zmq = self._zmq
-        sock = self._ctx.socket(zmq.DEALER)
-        try:
-            sock.connect(self._replay_endpoint)
-            sock.send_multipart((b"", start.to_bytes(8, "big")))
-            out: list[tuple[int, bytes]] = []
-            while sock.poll(self._replay_timeout_ms):
-                frames = sock.recv_multipart()
-                if len(frames) != 4:
-                    continue
-                seq = _seq(frames[2])
-                if seq == END_SEQ:
-                    return out
-                out.append((seq, frames[3]))
-            return None
-        finally:
-            sock.close(linger=0)
+        return replay(self._ctx, self._replay_endpoint, start, self._replay_timeout_ms)
+
+
+def replay(context: Any, endpoint: str, start: int, timeout_ms: int) -> list[tuple[int, bytes]] | None:
+    """A publisher's buffered batches from ``start`` on, as ``(seq,
+    payload)``, from its replay socket at ``endpoint``; None when it does
+    not answer within ``timeout_ms``."""
+    import zmq
+
+    sock = context.socket(zmq.DEALER)
+    try:
+        sock.connect(endpoint)
+        sock.send_multipart((b"", start.to_bytes(8, "big")))
+        out: list[tuple[int, bytes]] = []
+        while sock.poll(timeout_ms):
+            frames = sock.recv_multipart()
+            if len(frames) != 4:
+                continue
+            seq = _seq(frames[2])
+            if seq == END_SEQ:
+                return out
+            out.append((seq, frames[3]))
+        return None
+    finally:
+        sock.close(linger=0)
