@@ -107,10 +107,13 @@ def _post(port: int, path: str, body: dict[str, Any], timeout_s: float) -> dict[
 
 
 def complete(port: int, model: str, prompt: str | list[int], max_tokens: int,
-             timeout_s: float) -> dict[str, Any]:
-    """One greedy ``/v1/completions`` reply (``prompt``: text or token ids)."""
+             timeout_s: float, ignore_eos: bool = False) -> dict[str, Any]:
+    """One greedy ``/v1/completions`` reply (``prompt``: text or token ids;
+    ``ignore_eos``: exactly ``max_tokens`` tokens)."""
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens,
             "temperature": 0.0, "seed": 0}
+    if ignore_eos:
+        body["ignore_eos"] = True
     return _post(port, "/v1/completions", body, timeout_s)
 
 

@@ -75,6 +75,16 @@ def test_sliding_window_fixtures_tell_routers_apart(name: str) -> None:
     assert max(served.values()) < shared
 
 
+@pytest.mark.parametrize("name", ["swa", "hybrid"])
+def test_sliding_window_fixtures_hold_a_store_without_hashes(name: str) -> None:
+    """vLLM publishes a sliding-window group's store with no hash when
+    none of its new full blocks can serve a hit (r1's decode step); the
+    reproduction of vllm-router's batch decoding rests on it."""
+    empty = [e for payload in _fixture(name)["batches"]["r1"] for e in _events(payload)
+             if e.get("type") == "BlockStored" and not e["block_hashes"]]
+    assert empty and all(e["kv_cache_spec_kind"] == "sliding_window" for e in empty)
+
+
 def _events(payload: str) -> list[dict]:
     msgspec = pytest.importorskip("msgspec")
     batch = msgspec.msgpack.decode(base64.b64decode(payload))

@@ -40,9 +40,10 @@ sys.path.insert(0, str(ROOT / "e2e"))
 sys.path.insert(0, str(ROOT))
 
 import make_models  # noqa: E402
+import probe  # noqa: E402
 import replicas  # noqa: E402
 import run_e2e  # noqa: E402
-from run_e2e import Failure  # noqa: E402
+from run_e2e import SERVED_NAME, Failure  # noqa: E402
 
 from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
 from kv_index.subscriber import replay  # noqa: E402
@@ -51,6 +52,7 @@ FIXTURES = HERE / "fixtures"
 MODELS = ("swa", "hybrid", "dense")
 DOC_BLOCKS = 24  # the shared document: 24 blocks of 32 tokens
 SHARED_BLOCKS = 3  # r1's request shares the document's first 3 blocks
+DECODE_TOKENS = 40  # r1's first request: 788 prompt tokens, the 25th block fills while decoding
 PROBE_BLOCKS = 18  # the probe: the document's first 18 blocks and a new tail
 TAIL = 20  # tokens of new tail on the probe and the requests
 # The plugin records no coordinator for a model without sliding window.
@@ -100,15 +102,22 @@ def record(model: str, model_dir: Path, out_dir: Path, args: argparse.Namespace)
                                             layout=KNOWN_LAYOUTS.get(model))
         history = []
         for name, prompts in sent.items():
-            for ids in prompts:
-                prompt_tokens, cached = replicas.send(servers[name].port, ids, args.request_timeout)
-                history.append({"replica": name, "prompt_tokens": prompt_tokens, "cached_tokens": cached})
+            for number, ids in enumerate(prompts):
+                # r1's first request decodes past a block boundary: vLLM then
+                # publishes a store of a sliding-window group with no hash
+                # (the new block can serve no hit), in a batch of its own.
+                output = DECODE_TOKENS if (name, number) == ("r1", 0) else 1
+                reply = probe.complete(servers[name].port, SERVED_NAME, ids, output, args.request_timeout,
+                                       ignore_eos=True)
+                prompt_tokens, cached = replicas.usage_tokens(reply.get("usage") or {})
+                history.append({"replica": name, "prompt_tokens": prompt_tokens, "cached_tokens": cached,
+                                "output_tokens": output})
         for s in servers.values():
             s.drain()
         ours = index.score(probe_ids)
         batches = {}
         for name, s in servers.items():
-            got = replay(zmq.Context.instance(), f"tcp://{replicas.probe.HOST}:{s.replay}", 0, 5000)
+            got = replay(zmq.Context.instance(), f"tcp://{probe.HOST}:{s.replay}", 0, 5000)
             if not got or [seq for seq, _ in got] != list(range(len(got))):
                 raise Failure(f"{model} {name}: the replay socket did not return batches 0..n")
             batches[name] = [base64.b64encode(payload).decode() for _, payload in got]

@@ -15,9 +15,10 @@ publishes them, the probe is sent through the router, and its debug log
 gives the worker it chose and the prefix tokens it credited that worker
 (``KV prefix decision ... credited_prefix_tokens=``).
 
-Exit status: 0 when the credit equals what vLLM served that replica and no
-replica holds more; 1 when not (the mis-score); 2 when the reproduction
-could not run.
+Exit status: 0 when the credit equals what vLLM served that replica, no
+replica holds more, and vllm-router took in every batch; 1 when not (the
+mis-score, or batches it could not decode: it drops the whole batch); 2
+when the reproduction could not run.
 """
 
 from __future__ import annotations
@@ -134,7 +135,13 @@ def run(router: str, fixture: dict[str, Any], work: Path) -> int:
     print(f"vllm-router kv_aware sent the probe to {chosen}, crediting it {credit} cached tokens")
     for text, count in warnings.most_common():
         print(f"  vllm-router warned {count}x: {text}")
-    return verdict(fixture, {chosen: credit}, chosen)
+    scored = verdict(fixture, {chosen: credit}, chosen)
+    rejected = sum(count for text, count in warnings.items() if "decode batch" in text)
+    if rejected:
+        print(f"REJECTED: vllm-router dropped {rejected} of the {sum(map(len, fixture['batches'].values()))} "
+              "batches vLLM published, every event in them (a batch holds one engine step's events)")
+        return 1
+    return scored
 
 
 def main(argv: list[str]) -> int:
