@@ -284,8 +284,11 @@ $(PEERS_STAMP): requirements/peers.txt requirements/peers-constraints.txt
 		-c requirements/peers-constraints.txt -r requirements/peers.txt
 	touch $@
 
+# In a network namespace with loopback only (unshare -n): Dynamo's indexer
+# binds its HTTP port on every interface.
 e2e-routing: setup-e2e $(PEERS_STAMP)
-	VLLM_ROUTER=$(PEERS_VENV)/bin/vllm-router $(E2E_PY) e2e/routing.py $(ROUTING_ARGS)
+	unshare -n sh -c 'ip link set lo up && exec env VLLM_ROUTER=$(PEERS_VENV)/bin/vllm-router \
+		$(E2E_PY) e2e/routing.py $(ROUTING_ARGS)'
 
 # ---- everything CI checks ----------------------------------------------------
 # vllm-upstream-tests runs before test: it fetches vLLM's sdist tests, which

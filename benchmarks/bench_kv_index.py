@@ -24,7 +24,6 @@ The targets (issue #22): score <= 1 ms and >= 5x vLLM's way; ingestion >=
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import statistics
@@ -51,6 +50,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 )
 from vllm.v1.request import Request  # noqa: E402
 
+from benchmarks.timing import interleaved  # noqa: E402
 from kv_index import KVIndex, ReplicaLayout  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -87,22 +87,10 @@ def replica(prompt: list[int], cached_tokens: int) -> tuple[KVCacheManager, list
     return manager, [msgspec.msgpack.encode(KVEventBatch(ts=0.0, events=manager.take_events()))]
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int, reps: int) -> dict[str, float]:
-    """Median ms per call of each function, the functions alternating."""
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(rounds):
-            names = list(fns)
-            for name in names[r % 2:] + names[:r % 2]:
-                start = time.perf_counter()
-                for _ in range(reps):
-                    fns[name]()
-                samples[name].append((time.perf_counter() - start) / reps * 1e3)
-    finally:
-        gc.enable()
-    return {k: statistics.median(v) for k, v in samples.items()}
+def medians_ms(fns: dict[str, Callable[[], object]], rounds: int, reps: int) -> dict[str, float]:
+    """Median ms per call of each function, the functions interleaved."""
+    samples = interleaved([fns], rounds, {name: reps for name in fns})
+    return {name: statistics.median(v) / 1e6 for name, v in samples.items()}
 
 
 def main() -> int:
@@ -137,7 +125,7 @@ def main() -> int:
 
     want = vllms_way()
     assert kv_index_way() == want, (kv_index_way(), want)
-    med = interleaved({"vllm": vllms_way, "kv_index": kv_index_way}, rounds, reps)
+    med = medians_ms({"vllm": vllms_way, "kv_index": kv_index_way}, rounds, reps)
     stored = sum(index.stats(f"r{r}")["stored"] for r in range(replicas))
     fresh = KVIndex()
     for r in range(replicas):
@@ -148,7 +136,7 @@ def main() -> int:
             fresh.reset(f"r{r}")
             fresh.apply(f"r{r}", batch)
 
-    ingest_ms = interleaved({"ingest": ingest}, rounds, 1)["ingest"]
+    ingest_ms = medians_ms({"ingest": ingest}, rounds, 1)["ingest"]
     rate = stored / (ingest_ms / 1e3)
     speedup = med["vllm"] / med["kv_index"]
     print(f"{replicas} replicas (full attention + sliding window {WINDOW}, block {BS}), "

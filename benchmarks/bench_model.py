@@ -26,12 +26,12 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.seed_table import SEED_BLOCK_SIZE, SEED_CELLS, SEED_HIT_RATE  # noqa: E402
+from benchmarks.timing import time_calls  # noqa: E402
 from extracted_c import native  # noqa: E402
 from pyspec import CountingMask, SearchParams, find_hit, legacy_scan  # noqa: E402
 
@@ -44,13 +44,6 @@ _ffi.cdef("double pc_bench_ns(int which, const uint8_t *cached, int64_t n, int64
           " int64_t period, int eagle, int64_t reps);")
 WINDOWS = (2048, 512, 1024, 128)
 CONTEXTS = (4096, 8192, 32768, 131072)
-
-
-def _time_ns(fn: Callable[[], object], reps: int) -> float:
-    start = time.perf_counter_ns()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter_ns() - start) / reps
 
 
 def run_cell(window: int, context: int, hit_rate: float, masks: int, reps: int,
@@ -76,8 +69,8 @@ def run_cell(window: int, context: int, hit_rate: float, masks: int, reps: int,
         c_args = (buf, p.n, p.need, p.period, int(p.eagle), reps * 20)
         samples["c_legacy"].append(core.pc_bench_ns(1, *c_args))
         samples["c_stride"].append(core.pc_bench_ns(0, *c_args))
-        samples["py_legacy"].append(_time_ns(lambda: legacy_scan(mask, *raw), max(reps // 10, 1)))
-        samples["py_stride"].append(_time_ns(lambda: find_hit(mask, p), reps))
+        samples["py_legacy"].append(time_calls(lambda: legacy_scan(mask, *raw), max(reps // 10, 1)))
+        samples["py_stride"].append(time_calls(lambda: find_hit(mask, p), reps))
     med = {k: statistics.median(v) for k, v in samples.items()}
     seed = SEED_CELLS.get((window, context))
     return {

@@ -129,6 +129,7 @@ import torch  # noqa: E402
 
 import vllm_adapter  # noqa: E402
 from benchmarks.seed_table import SEED_BLOCK_SIZE, SEED_CELLS, SEED_HIT_RATE  # noqa: E402
+from benchmarks.timing import interleaved, reps_for  # noqa: E402
 from pyspec.params import alignment_period, contiguous_blocks_for_hit  # noqa: E402
 from vllm_adapter import fingerprint as adapter_fingerprint  # noqa: E402
 from vllm_adapter import patch as adapter_patch  # noqa: E402
@@ -449,50 +450,23 @@ def bare_probe_loop(pool: Any, hashes: Sequence[Any], gids: list[int]) -> Callab
     return bare
 
 
-def time_calls(fn: Callable[[], object], reps: int) -> float:
-    """Mean ns per call over ``reps`` back-to-back calls."""
-    start = time.perf_counter_ns()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter_ns() - start) / reps
-
-
-def reps_for(fn: Callable[[], object], target_ns: float) -> int:
-    fn()  # warm
-    one = max(min(time_calls(fn, 1), time_calls(fn, 1)), 1.0)
-    return max(1, int(target_ns / one))
-
-
 Job = tuple[Any, Callable[[], object]]  # (classmethod to put on the class, the call)
 
 
 def time_interleaved(groups: list[dict[str, Job]], rounds: int,
                      target_ns: float) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Samples (ns per call) per name, and the calls per sample. Every round
-    runs every group and, in a group, every name once, in an order rotated
-    by the round, so drift and noise from the other work on the machine hit
-    all names alike."""
+    """Samples (ns per call) per name, and the calls per sample
+    (benchmarks/timing.py), each name timed with its implementation on
+    vLLM's classes (``use``)."""
+    impls = {name: impl for group in groups for name, (impl, _) in group.items()}
+    calls = [{name: fn for name, (_, fn) in group.items()} for group in groups]
     reps: dict[str, int] = {}
-    for group in groups:
-        for name, (impl, fn) in group.items():
+    for group in calls:
+        for name, fn in group.items():
             if name not in reps:
-                with use(impl):
+                with use(impls[name]):
                     reps[name] = reps_for(fn, target_ns)
-    samples: dict[str, list[float]] = {name: [] for group in groups for name in group}
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(rounds):
-            for group in groups:
-                keys = list(group)
-                k = r % len(keys)
-                for name in keys[k:] + keys[:k]:
-                    impl, fn = group[name]
-                    with use(impl):
-                        samples[name].append(time_calls(fn, reps[name]))
-    finally:
-        gc.enable()
-    return samples, reps
+    return interleaved(calls, rounds, reps, lambda name: use(impls[name])), reps
 
 
 def medians_us(samples: dict[str, list[float]]) -> dict[str, float]:
@@ -1641,7 +1615,7 @@ def _verdict(key: str, ok: bool, detail: str) -> dict[str, Any]:
 
 def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], rows: list[dict[str, Any]],
                   sched: list[dict[str, Any]], impls: Impls, quick: bool) -> dict[str, Any]:
-    backend, other = impls.backend, impls.other
+    backend = impls.backend
     summary: dict[str, Any] = {}
     print()
     if quick:

@@ -27,8 +27,10 @@ Then, with the router's servers still up, a per-request phase: the next
 ``--compare`` trace requests one at a time through vllm-router, each scored
 before it is sent by our ``KVIndex`` (both servers' events, drained) and
 read from vllm-router's debug log (the tokens it credited each worker and
-the worker it chose), against the ``cached_tokens`` the chosen server
-served. Checked: our score for the serving replica equals what it served on
+the worker it chose), and, when ``--dynamo`` names a Python with
+ai-dynamo-runtime (by default the one beside vllm-router, if it has it),
+asked of Dynamo's standalone indexer subscribed to the same servers from
+their start, against the ``cached_tokens`` the chosen server served. Checked: our score for the serving replica equals what it served on
 every request (0 mismatches), every reply served the prompt sent, every
 open-loop request answered, and vllm-router logged a decision per request.
 How often vllm-router's credit differs, and how often it chose the replica
@@ -52,7 +54,7 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,9 @@ import probe  # noqa: E402
 import replicas  # noqa: E402
 import run_e2e  # noqa: E402
 from run_e2e import SERVED_NAME, Failure  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "upstream" / "routers"))
+import dynamo_indexer  # noqa: E402  (upstream/routers: reads Dynamo's /query scores)
 
 from benchmarks import mooncake  # noqa: E402
 from kv_index import KVIndex  # noqa: E402
@@ -105,6 +110,7 @@ class Compared:
     cached_tokens: int  # what it served
     ours: dict[str, int]  # KVIndex.score before the request
     router_credit: dict[str, int]  # vllm-router's credited prefix tokens per replica
+    dynamo: dict[str, int] = field(default_factory=dict)  # Dynamo's indexer, tokens matched per replica
 
 
 def stream(port: int, ids: list[int], max_tokens: int, timeout_s: float) -> tuple[float, float, dict[str, Any], int]:
@@ -234,15 +240,60 @@ def open_loop(balancer: str, port: int, work: list[tuple[int, mooncake.TraceRequ
     return replies
 
 
+class DynamoIndexer:
+    """Dynamo's standalone KV indexer (``python -m dynamo.indexer`` from
+    .venv-peers: its ZMQ listener for vLLM's events and its radix tree)
+    subscribed to the servers' publishers; ``score`` asks it (``POST
+    /query``) for the tokens it matches per replica. Started with the
+    servers, before any trace request."""
+
+    def __init__(self, python: str, servers: list[replicas.Server], work_dir: Path,
+                 startup_timeout_s: float) -> None:
+        self.port = run_e2e._free_port()
+        self.ids = {s.name: i + 1 for i, s in enumerate(servers)}  # Dynamo's worker ids
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.log = work_dir / "dynamo-indexer.log"
+        workers = ",".join(f"{self.ids[s.name]}=tcp://{probe.HOST}:{s.pub}" for s in servers)
+        cmd = [python, "-m", "dynamo.indexer", "--port", str(self.port), "--block-size", str(run_e2e.BLOCK_SIZE),
+               "--model-name", SERVED_NAME, "--workers", workers, "--threads", "1"]
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=work_dir,
+                                         start_new_session=True)
+        run_e2e._live.append(self.proc)
+        run_e2e.wait_healthy(self.proc, self.port, self.log, time.monotonic() + startup_timeout_s,
+                             "dynamo indexer")
+
+    def score(self, ids: list[int]) -> dict[str, int]:
+        conn = http.client.HTTPConnection(probe.HOST, self.port, timeout=30)
+        try:
+            conn.request("POST", "/query", json.dumps({"model_name": SERVED_NAME, "token_ids": ids}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise Failure(f"dynamo indexer /query: HTTP {resp.status} {body[:200]!r}")
+        try:
+            return dynamo_indexer.credited(json.loads(body), self.ids)
+        except dynamo_indexer.CannotRun as exc:
+            raise Failure(str(exc)) from exc
+
+    def close(self) -> None:
+        run_e2e.stop_server(self.proc)
+
+
 def compare(router: Router, servers: list[replicas.Server], index: KVIndex,
-            work: list[tuple[int, mooncake.TraceRequest, list[int]]], timeout_s: float) -> list[Compared]:
-    """One request at a time through vllm-router, scored by both sides first."""
+            work: list[tuple[int, mooncake.TraceRequest, list[int]]], timeout_s: float,
+            dynamo: DynamoIndexer | None = None) -> list[Compared]:
+    """One request at a time through vllm-router, scored by every side first."""
     rows = []
     for s in servers:
         s.drain()
     router.decisions()
     for number, _, ids in work:
         ours = index.score(ids)
+        theirs = dynamo.score(ids) if dynamo else {}
         prompt_tokens, cached = replicas.send(router.port, ids, timeout_s)
         if prompt_tokens != len(ids):
             raise Failure(f"router: request {number} sent {len(ids)} tokens, served {prompt_tokens}")
@@ -256,7 +307,7 @@ def compare(router: Router, servers: list[replicas.Server], index: KVIndex,
         worker = router.replica(chosen[0].get("worker_url", chosen[0].get("worker", "?")))
         credit = {router.replica(d.get("worker", "?")): int(d.get("credited_prefix_tokens", 0))
                   for d in lines if d["line"] == "prefix"}
-        rows.append(Compared(number, len(ids), worker, cached, ours, credit))
+        rows.append(Compared(number, len(ids), worker, cached, ours, credit, theirs))
     return rows
 
 
@@ -304,6 +355,8 @@ def judge(rows: list[Compared]) -> dict[str, Any]:
     router_known = [r for r in rows if r.worker in r.router_credit]
     router_wrong = [r for r in router_known if r.router_credit[r.worker] != r.cached_tokens]
     worse = [r for r in rows if max(r.ours.values()) > r.ours.get(r.worker, 0)]
+    dynamo_known = [r for r in rows if r.worker in r.dynamo]
+    dynamo_wrong = [r for r in dynamo_known if r.dynamo[r.worker] != r.cached_tokens]
     return {
         "requests": len(rows), "ours_mismatches": len(ours_wrong),
         "router_credit_known": len(router_known), "router_credit_wrong": len(router_wrong),
@@ -311,6 +364,9 @@ def judge(rows: list[Compared]) -> dict[str, Any]:
         "router_under_credit": sum(1 for r in router_wrong if r.router_credit[r.worker] < r.cached_tokens),
         "chose_smaller_hit": len(worse),
         "tokens_recomputed": sum(max(r.ours.values()) - r.ours.get(r.worker, 0) for r in worse),
+        "dynamo_credit_known": len(dynamo_known), "dynamo_credit_wrong": len(dynamo_wrong),
+        "dynamo_over_credit": sum(1 for r in dynamo_wrong if r.dynamo[r.worker] > r.cached_tokens),
+        "dynamo_under_credit": sum(1 for r in dynamo_wrong if r.dynamo[r.worker] < r.cached_tokens),
         "served_cached": sum(r.cached_tokens for r in rows),
         "best_cached": sum(max(r.ours.values()) for r in rows),
     }
@@ -334,11 +390,14 @@ def run_model(model: str, model_dir: Path, trace: list[mooncake.TraceRequest], a
             servers = [replicas.Server(index, model, model_dir,
                                        (balancer, replicas.ON, (*replicas.DP_ARGS, *POOL_ARGS), 2, env),
                                        out_dir, args.startup_timeout, args.request_timeout)]
-        router = None
+        router = dynamo = None
         try:
             if balancer in POLICIES:
                 router = Router(args.router, POLICIES[balancer], servers, model_dir,
                                 out_dir / f"{model}-{balancer}", args.startup_timeout)
+            if balancer == "router" and args.dynamo:
+                dynamo = DynamoIndexer(args.dynamo, servers, out_dir / f"{model}-{balancer}",
+                                       args.startup_timeout)
             port = router.port if router else servers[0].port
 
             def drain() -> None:
@@ -351,15 +410,16 @@ def run_model(model: str, model_dir: Path, trace: list[mooncake.TraceRequest], a
             print(f"routing {model} {balancer}: {json.dumps(result['balancers'][balancer])}", flush=True)
             if balancer == "router":
                 result["router_log_open_loop"] = router.log_stats()
-                rows = compare(router, servers, index, tail[:args.compare], args.request_timeout)
+                rows = compare(router, servers, index, tail[:args.compare], args.request_timeout, dynamo)
                 result["compared"] = judge(rows)
                 result["router_log"] = router.log_stats()
                 result["compared_rows"] = [asdict(r) for r in rows]
                 print(f"routing {model} per request: {json.dumps(result['compared'])}", flush=True)
                 print(f"routing {model} vllm-router log: {json.dumps(result['router_log'])}", flush=True)
         finally:
-            if router:
-                router.close()
+            for peer in (router, dynamo):
+                if peer:
+                    peer.close()
             for s in servers:
                 s.close()
     if "router" in args.balancers:
@@ -374,17 +434,26 @@ def check_compared(model: str, compared: dict[str, Any]) -> None:
     if compared["ours_mismatches"]:
         raise Failure(f"{model}: our score differs from cached_tokens on "
                       f"{compared['ours_mismatches']} of {compared['requests']} requests")
+    if compared["dynamo_credit_known"] not in (0, compared["requests"]):
+        raise Failure(f"{model}: Dynamo's indexer scored {compared['dynamo_credit_known']} of "
+                      f"{compared['requests']} requests")
     if compared["router_credit_known"] < compared["requests"]:
         raise Failure(f"{model}: vllm-router logged no credit for the chosen worker on "
                       f"{compared['requests'] - compared['router_credit_known']} requests")
 
 
-def _router_version(exe: str) -> str:
-    """vllm-router's package version, from the venv its executable is in."""
+def _version(exe: str, package: str) -> str:
+    """A package's version, from the venv the executable is in."""
     python = Path(exe).parent / "python"
-    got = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-router'))"],
+    got = subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
                          capture_output=True, text=True)
     return got.stdout.strip() or "unknown"
+
+
+def _beside_router_with_dynamo(router: str) -> str | None:
+    """The Python of vllm-router's venv, if ai-dynamo-runtime is in it."""
+    python = Path(router).parent / "python"
+    return str(python) if python.exists() and _version(router, "ai-dynamo-runtime") != "unknown" else None
 
 
 def main(argv: list[str]) -> int:
@@ -397,6 +466,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--compare", type=int, default=100, help="one at a time through vllm-router")
     parser.add_argument("--speedup", type=float, default=1.0, help="trace time / this")
     parser.add_argument("--router", default=None, help=f"vllm-router executable (or ${ROUTER_ENV})")
+    parser.add_argument("--dynamo", default=None,
+                        help="a Python with ai-dynamo-runtime: its indexer joins the per-request phase "
+                             "(default: the one beside the vllm-router executable, if it has it)")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--request-timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
@@ -405,6 +477,7 @@ def main(argv: list[str]) -> int:
         print("routing: no vllm-router executable (make e2e-routing installs one)", file=sys.stderr)
         return 2
     args.router = os.path.abspath(args.router)  # the router runs in its own work directory
+    args.dynamo = args.dynamo or _beside_router_with_dynamo(args.router)
     args.balancers = args.balancers.split(",")
     if not set(args.balancers) <= set(BALANCERS):
         parser.error(f"--balancers: a comma-separated subset of {','.join(BALANCERS)}")
@@ -430,7 +503,8 @@ def main(argv: list[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = {"requests": args.requests, "compare": args.compare, "speedup": args.speedup,
                 "scale": SCALE, "max_prompt": MAX_PROMPT, "max_output": MAX_OUTPUT, "pool": POOL,
-                "vllm_router": _router_version(args.router)}
+                "vllm_router": _version(args.router, "vllm-router"),
+                "dynamo": _version(args.dynamo, "ai-dynamo-runtime") if args.dynamo else None}
     path.write_text(json.dumps({"settings": settings, "results": results,
                                 "wall_s": round(time.monotonic() - t0, 1)}, indent=1))
     for model, result in results.items():

@@ -129,3 +129,15 @@ def test_vllm_router_log_reading(tmp_path: Path) -> None:
     log.write_text("nothing decided\n")
     with pytest.raises(_replay.CannotRun, match="no KV decision"):
         vllm_router_kv_aware.read_log(log, {})
+
+
+def test_dynamo_scores_reading() -> None:
+    """``/query``'s answer as Dynamo 1.6.1's indexer gives it: tokens per
+    worker id and data-parallel rank; an unlisted worker matched nothing."""
+    import dynamo_indexer
+
+    reply = {"scores": {"2": {"0": 96}, "1": {"0": 768}}, "frequencies": [], "instances": {}}
+    assert dynamo_indexer.credited(reply, {"r0": 1, "r1": 2}) == {"r0": 768, "r1": 96}
+    assert dynamo_indexer.credited({"scores": {}}, {"r0": 1, "r1": 2}) == {"r0": 0, "r1": 0}
+    with pytest.raises(_replay.CannotRun, match="scores"):
+        dynamo_indexer.credited({"error": "x"}, {"r0": 1})

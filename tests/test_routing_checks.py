@@ -58,31 +58,34 @@ def test_decisions_read_credit_and_worker(tmp_path: Path) -> None:
     assert "nonempty array" in next(iter(stats["warnings"]))
 
 
-def _row(worker: str, cached: int, ours: dict, credit: dict) -> routing.Compared:
-    return routing.Compared(0, 400, worker, cached, ours, credit)
+def _row(worker: str, cached: int, ours: dict, credit: dict, dynamo: dict) -> routing.Compared:
+    return routing.Compared(0, 400, worker, cached, ours, credit, dynamo)
 
 
 def test_judge_counts() -> None:
-    rows = [
-        _row("r0", 384, {"r0": 384, "r1": 0}, {"r0": 64}),  # router under-credits
-        _row("r1", 0, {"r0": 384, "r1": 0}, {"r1": 0}),  # chose the smaller hit
-        _row("r0", 32, {"r0": 32, "r1": 32}, {"r0": 96}),  # over-credit
+    rows = [  # Dynamo's scores: over-credit, right, under-credit
+        _row("r0", 384, {"r0": 384, "r1": 0}, {"r0": 64}, {"r0": 448, "r1": 0}),  # router under-credits
+        _row("r1", 0, {"r0": 384, "r1": 0}, {"r1": 0}, {"r0": 384, "r1": 0}),  # chose the smaller hit
+        _row("r0", 32, {"r0": 32, "r1": 32}, {"r0": 96}, {"r0": 0, "r1": 0}),  # over-credit
     ]
     j = routing.judge(rows)
     assert (j["ours_mismatches"], j["router_credit_wrong"], j["router_over_credit"],
             j["router_under_credit"]) == (0, 2, 1, 1)
     assert (j["chose_smaller_hit"], j["tokens_recomputed"]) == (1, 384)
     assert (j["served_cached"], j["best_cached"]) == (416, 800)
+    assert (j["dynamo_credit_known"], j["dynamo_credit_wrong"], j["dynamo_over_credit"],
+            j["dynamo_under_credit"]) == (3, 2, 1, 1)
     routing.check_compared("m", j)
 
 
 @pytest.mark.parametrize("change", [
     {"ours_mismatches": 1},
     {"router_credit_known": 2},
+    {"dynamo_credit_known": 2},
     {"requests": 0},
 ])
 def test_check_compared_rejects(change: dict) -> None:
-    good = {"requests": 3, "ours_mismatches": 0, "router_credit_known": 3}
+    good = {"requests": 3, "ours_mismatches": 0, "router_credit_known": 3, "dynamo_credit_known": 3}
     with pytest.raises(Failure):
         routing.check_compared("m", {**good, **change})
 
