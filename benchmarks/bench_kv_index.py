@@ -17,7 +17,7 @@ Both answer the same eight hits (checked first). Also timed: ingestion,
 ``KVIndex.apply`` of the replicas' own ``BlockStored`` batches as msgpack
 bytes (what the subscriber receives), in stored blocks per second.
 
-The targets (issue #22): score <= 1 ms and >= 5x vLLM's way; ingestion >=
+The targets: score <= 1 ms and >= 5x vLLM's way; ingestion >=
 200,000 stored blocks/s. Writes benchmarks/results/kv-index-<time>.json.
 """
 

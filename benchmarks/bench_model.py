@@ -139,7 +139,7 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     name = "model-quick.json" if args.quick else f"model-{time.strftime('%Y%m%dT%H%M%S')}.json"
     receipt = {
-        "benchmark": "boolean model (pyspec + C core); vLLM's BlockPool comes in issue 6",
+        "benchmark": "boolean model (pyspec + C core); vLLM's BlockPool is bench_vllm.py's",
         "python": platform.python_version(),
         "machine": platform.platform(),
         "args": vars(args),

@@ -1,5 +1,5 @@
 """vLLM's KV-offload sliding-window lookup vs ours, on vLLM 0.33.0's real
-``CPUOffloadingManager`` (issue #13's bench row).
+``CPUOffloadingManager`` (the KV-offload lookup's bench row).
 
 ``OffloadingConnectorScheduler._sliding_window_lookup`` scans every chunk key
 right to left, one ``manager.lookup(key)`` per chunk. Ours (installed by

@@ -3,7 +3,7 @@
 ``python benchmarks/plot.py [RECEIPT.json] [-o OUT.png]`` (default: the
 newest benchmarks/results/vllm-*.json, written next to it as .png).
 
-Nine panels (six when the receipt predates issue #12), one colour per implementation throughout (vLLM black, ours =
+Nine panels (six for a receipt without the full-attention rows), one colour per implementation throughout (vLLM black, ours =
 the default core blue, the other core orange) so a reader can follow each
 one from panel to panel:
 
@@ -17,7 +17,7 @@ one from panel to panel:
   each implementation next to a bare ``BlockPool.get_cached_block``;
 * the small-N sweep, one group and hybrid: latency against N, line style
   per hit rate, where a fixed cost would show as ours above vLLM;
-* issue #12: the full-attention lookup alone, small-N sweep (a cached
+* the full-attention lookup alone, small-N sweep (a cached
   prefix, then misses) like the two above; the same lookup on 2,048 cached
   blocks and in fine-grained mode (bars, speedup written on them); the
   scheduler: ``get_computed_blocks`` per hybrid batch and one real
@@ -323,15 +323,15 @@ def plot_receipt(receipt: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    issue12 = "full_attention" in receipt
-    rows = 3 if issue12 else 2
+    has_full = "full_attention" in receipt
+    rows = 3 if has_full else 2
     fig, axes = plt.subplots(rows, 3, figsize=(19, 6 * rows), layout="constrained")
     _scaling(axes[0][0], axes[0][1], receipt)
     _seed_speedups(axes[0][2], receipt)
     _costs(axes[1][0], receipt)
     _sweep(axes[1][1], receipt, "one group")
     _sweep(axes[1][2], receipt, "hybrid")
-    if issue12:
+    if has_full:
         _full_sweep(axes[2][0], receipt)
         _full_alone(axes[2][1], receipt)
         _scheduler(axes[2][2], receipt)

@@ -1,5 +1,5 @@
 # make upstream-patch: the upstream pull request for vLLM 0.33.0, built and
-# checked (issue #14 item 1; docs/upstream.md). Writes
+# checked (docs/upstream.md). Writes
 # build/upstream/vllm-0.33.0-swa-stride.patch from the installed vLLM and the
 # committed body upstream/swa_stride/find_longest_cache_hit.py (the diff is
 # never committed: its context lines are vLLM's code), applies it with

@@ -1,4 +1,4 @@
-"""The native full-attention lookup (issue #12 item 2) against vLLM's own
+"""The native full-attention lookup against vLLM's own
 ``FullAttentionManager.find_longest_cache_hit`` on a real ``BlockPool``.
 
 With the plugin installed (native core), ``FullAttentionManager.

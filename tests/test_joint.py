@@ -451,7 +451,7 @@ def test_c_joint_lookup_matches_vllm_with_the_plugin(vllm_env, monkeypatch) -> N
     """The same workloads with the plugin installed (native core: the
     sliding-window and the full-attention lookups are the extension's):
     vLLM's coordinator answers as pyspec's and the proved C joint_lookup
-    (issue #12 item 3), and both kinds of lookup were answered in C."""
+    and both kinds of lookup were answered in C."""
     from conftest import require_native
     from vllm_support import count_native
 

@@ -1,4 +1,4 @@
-"""The KV-offload lookup replacement (issue #13 item 2-3) against vLLM's own
+"""The KV-offload lookup replacement against vLLM's own
 scan, on vLLM's real ``CPUOffloadingManager`` and its real
 ``OffloadingConnectorScheduler``.
 

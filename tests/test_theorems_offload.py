@@ -10,7 +10,7 @@ case with two different paddings). ``test_lean_transcription_matches_pyspec``
 checks the transcription computes what pyspec computes; each
 ``test_<theoremName>`` checks the statement quoted in its docstring.
 ``test_OffloadStrideEqLegacy`` / ``test_OffloadLegacyEqLookup`` check the two
-equalities of issue #13, proved in Lean (``offloadStrideSearch_eq_legacyOffloadScan``,
+equalities of the KV-offload lookup, proved in Lean (``offloadStrideSearch_eq_legacyOffloadScan``,
 ``legacyOffloadScan_eq_offloadLookup``: both loops meet the one declarative
 answer ``OffloadAnswer``, ``test_OffloadAnswer``) and of the C twins by WP.
 """
@@ -355,7 +355,7 @@ def test_scanTri_of_miss_of_hit_and_bool_splits() -> None:
                 assert a is False and b is False
 
 
-# ---- the proofs of issue #13: helpers, characterisations, OffloadAnswer ----
+# ---- the KV-offload proofs: helpers, characterisations, OffloadAnswer ----
 
 
 def _non_miss(c: C, s: int, e: int) -> bool:

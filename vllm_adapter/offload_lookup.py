@@ -1,5 +1,5 @@
 """The replacement for ``OffloadingConnectorScheduler._sliding_window_lookup``
-(the KV-offload connector's sliding-window lookup, issue #13).
+(the KV-offload connector's sliding-window lookup).
 
 vLLM scans every chunk right to left, one ``manager.lookup(key)`` per
 chunk. For a manager whose lookup is pure and never answers ``RETRY`` the
