@@ -42,8 +42,12 @@ def main(argv: list[str]) -> int:
     for repro, extra in REPROS.items():
         for model, want in EXPECTED.items():
             started = time.monotonic()
-            done = subprocess.run([sys.executable, str(HERE / f"{repro}.py"), *extra, str(FIXTURES / f"{model}.json")],
-                                  capture_output=True, text=True, timeout=300)
+            cmd = [sys.executable, str(HERE / f"{repro}.py"), *extra, str(FIXTURES / f"{model}.json")]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired as exc:
+                out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+                done = subprocess.CompletedProcess(cmd, 2, out, f"timed out after {exc.timeout} s")
             print(f"== {repro} {model}: exit {done.returncode} (expected {want}), "
                   f"{time.monotonic() - started:.1f} s")
             print(done.stdout.rstrip())

@@ -158,6 +158,9 @@ def main(argv: list[str]) -> int:
     except CannotRun as exc:
         print(f"could not run: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 -- exit 1 must mean the mis-score, nothing else
+        print(f"could not run: {exc!r}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
