@@ -46,7 +46,6 @@ import datetime as dt
 import http.client
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -68,7 +67,9 @@ import run_e2e  # noqa: E402
 from run_e2e import SERVED_NAME, Failure  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "upstream" / "routers"))
-import dynamo_indexer  # noqa: E402  (upstream/routers: reads Dynamo's /query scores)
+import _replay  # noqa: E402  (upstream/routers: the reproductions' HTTP and log reading)
+import dynamo_indexer  # noqa: E402
+from vllm_router_kv_aware import _ANSI, _fields  # noqa: E402
 
 from benchmarks import mooncake  # noqa: E402
 from kv_index import KVIndex  # noqa: E402
@@ -81,13 +82,6 @@ POOL_ARGS = ("--num-gpu-blocks-override", str(POOL))
 BALANCERS = ("dp", "router", "dpx", "router-rr")
 POLICIES = {"router": "kv_aware", "router-rr": "round_robin"}  # vllm-router's --policy
 ROUTER_ENV = "VLLM_ROUTER"  # the vllm-router executable (make e2e-routing sets it)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
-
-
-def _fields(line: str) -> dict[str, str]:
-    """The key=value fields of one vllm-router log line (ANSI colours removed)."""
-    return {k: v.strip('"') for k, v in _KV.findall(line)}
 
 
 @dataclass
@@ -264,16 +258,10 @@ class DynamoIndexer:
                              "dynamo indexer")
 
     def score(self, ids: list[int]) -> dict[str, int]:
-        conn = http.client.HTTPConnection(probe.HOST, self.port, timeout=30)
-        try:
-            conn.request("POST", "/query", json.dumps({"model_name": SERVED_NAME, "token_ids": ids}),
-                         {"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            body = resp.read()
-        finally:
-            conn.close()
-        if resp.status != 200:
-            raise Failure(f"dynamo indexer /query: HTTP {resp.status} {body[:200]!r}")
+        status, body = _replay.request(self.port, "POST", "/query", {"model_name": SERVED_NAME, "token_ids": ids},
+                                       timeout_s=30)
+        if status != 200:
+            raise Failure(f"dynamo indexer /query: HTTP {status} {body[:200]!r}")
         try:
             return dynamo_indexer.credited(json.loads(body), self.ids)
         except dynamo_indexer.CannotRun as exc:
