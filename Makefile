@@ -52,12 +52,12 @@ E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coord
 	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
 
 .PHONY: known-sources support-table help setup setup-e2e e2e e2e-replicas e2e-routing apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
-	lint-lean proofs bench bench-quick check clean
+	lint-lean proofs bench bench-quick replay-trace check clean
 
 help:
 	@echo "make bench   - legacy scan vs stride search, side by side (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-routers matrix matrix-vllm known-sources support-table clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick replay-trace e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-routers matrix matrix-vllm known-sources support-table clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
@@ -179,6 +179,7 @@ bench: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_offload.py
 	$(PY) benchmarks/bench_kv_index.py
 	$(PY) benchmarks/bench_interpreters.py
+	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
 
 bench-quick: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_model.py --quick
@@ -186,6 +187,13 @@ bench-quick: setup lib ext $(LIB_BENCH)
 	$(PY) benchmarks/bench_offload.py --quick
 	$(PY) benchmarks/bench_kv_index.py --quick
 	$(PY) benchmarks/bench_interpreters.py --quick
+	$(TEST_ENV) $(PY) benchmarks/replay_suite.py --quick
+
+# The whole Mooncake trace (12,031 requests) through vLLM's scheduler on
+# every layout and both pools, plugin off and on (hours on 2 cores); its
+# receipt benchmarks/results/replay-trace-*.json is committed.
+replay-trace: setup lib ext
+	$(TEST_ENV) $(PY) benchmarks/replay_suite.py --requests all --pools full,half
 
 # ---- end to end: a real vLLM engine ------------------------------------------
 # The distribution users install: `python -m build` (from .venv, with the

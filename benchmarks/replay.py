@@ -1,0 +1,427 @@
+"""A production trace replayed through vLLM 0.33.0's real scheduler on a
+real model layout, plugin off and on, side by side in one process.
+
+    python -m benchmarks.replay --trace FILE --layout NAME [--requests N] [--json OUT]
+
+The last line printed is
+
+    replay layout=NAME requests=N steps=S identical=yes|no sched_ms_off=X sched_ms_on=Y speedup=Z
+
+(total scheduler milliseconds over the run, off and on; speedup = X / Y).
+
+How a run goes:
+
+* two schedulers are built for the layout (``replay_layouts``: vLLM's own
+  grouping, pool sizing and block-size resolution from the model's config,
+  prefix caching on): one answers its prefix-cache lookups with vLLM's
+  methods (plugin off), the other with the plugin's (on);
+* the trace's requests (``benchmarks/mooncake.py``: each 512-token block a
+  fixed token sequence seeded by its id, cut to ``input_length``) arrive on
+  a simulated clock at their timestamps, the same requests to both;
+* a step is ``schedule()``, then a model output synthesized the way vLLM's
+  scheduler tests do (one sampled token for each scheduled request whose
+  prompt is now all computed, none for a prefill chunk), then
+  ``update_from_output()``; a request finishes after ``output_length``
+  tokens (``ignore_eos``). The two schedulers step in lockstep, in an order
+  that alternates per step, so the machine's noise hits both alike;
+* every step's ``SchedulerOutput`` of the two (scheduled requests, tokens,
+  computed tokens, block ids, finished and preempted ids) must be identical:
+  its canonical form is digested per step and compared; the first
+  difference stops the run with ``identical=no`` and that step;
+* the clock advances by the GPU step-time model below after each step that
+  scheduled tokens (an empty step runs no model), and jumps to the next
+  arrival when nothing is left to do;
+* timed: per step, the CPU time of ``schedule()`` + ``update_from_output()``
+  (the collector is off while stepping, and collects every
+  ``GC_EVERY`` steps untimed), and inside it the time of the prefix-cache
+  lookups (the coordinator's ``find_longest_cache_hit``: every manager's
+  lookup and the fixed point between them).
+
+The GPU step-time model (``StepModel``): a step costs the time to read the
+weights once from HBM (H100 SXM: 3.35 TB/s, 80% of it achieved) plus, per
+scheduled token, ``2 x active parameters`` FLOPs at 40% of the H100's
+989 TFLOPS dense bf16; attention's own cost is left out. ``--step-fixed-ms``
+and ``--step-us-per-token`` override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks import mooncake, replay_layouts  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+HBM_BYTES_PER_S = 3.35e12 * 0.8
+FLOPS = 989e12 * 0.4
+GC_EVERY = 2000  # steps between untimed collections
+CDF_POINTS = 200  # quantiles of the per-step time kept in the receipt
+LOOKUP_SHARE_MAX = 0.05  # target: lookups <= 5% of the scheduler's time, plugin on
+SLOW_STEP_MS = (10.0, 20.0)
+TOKEN_BASE = 1000  # sampled token ids: TOKEN_BASE + a hash of (request, position)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """GPU time of one step: ``fixed_ms + us_per_token * tokens / 1000``."""
+
+    fixed_ms: float
+    us_per_token: float
+    source: str
+
+    @classmethod
+    def for_layout(cls, layout: replay_layouts.Layout) -> StepModel:
+        return cls(fixed_ms=layout.weights_bytes / HBM_BYTES_PER_S * 1e3,
+                   us_per_token=2 * layout.active_params / FLOPS * 1e6,
+                   source="weights read once at 80% of 3.35 TB/s + 2 x active params "
+                          "FLOPs per token at 40% of 989 TFLOPS (H100 SXM, bf16)")
+
+    def step_ms(self, tokens: int) -> float:
+        return self.fixed_ms + self.us_per_token * tokens / 1000
+
+
+def step_form(out: Any) -> tuple[Any, ...]:
+    """The canonical form of a ``SchedulerOutput``: what the two runs must
+    agree on, step for step."""
+    new = tuple((r.req_id, r.num_computed_tokens, tuple(tuple(ids) for ids in r.block_ids))
+                for r in out.scheduled_new_reqs)
+    c = out.scheduled_cached_reqs
+    cached = (tuple(c.req_ids), tuple(sorted(c.resumed_req_ids)),
+              tuple(None if ids is None else tuple(tuple(x) for x in ids) for ids in c.new_block_ids),
+              tuple(c.num_computed_tokens), tuple(c.num_output_tokens))
+    return (new, cached, tuple(sorted(out.num_scheduled_tokens.items())),
+            out.total_num_scheduled_tokens, tuple(sorted(out.finished_req_ids)),
+            tuple(sorted(out.preempted_req_ids or ())))
+
+
+FORM_FIELDS = ("scheduled_new_reqs", "scheduled_cached_reqs", "num_scheduled_tokens",
+               "total_num_scheduled_tokens", "finished_req_ids", "preempted_req_ids")
+
+
+def first_difference(step: int, off: tuple[Any, ...], on: tuple[Any, ...]) -> dict[str, Any]:
+    """Where two step forms first differ: the field and, in it, the first
+    differing entry of each side (``repr``, cut to 2,000 characters)."""
+    for name, a, b in zip(FORM_FIELDS, off, on):
+        if a == b:
+            continue
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            a = a[k] if k < len(a) else "(none)"
+            b = b[k] if k < len(b) else "(none)"
+            name = f"{name}[{k}]"
+        return {"step": step, "field": name, "off": repr(a)[:2000], "on": repr(b)[:2000]}
+    raise ValueError("first_difference: the forms are equal")
+
+
+def sampled_token(req_id: str, position: int) -> int:
+    """A fixed token id for ``req_id``'s output at ``position`` (never an
+    EOS: requests run ``ignore_eos``)."""
+    digest = hashlib.blake2b(f"{req_id}:{position}".encode(), digest_size=4).digest()
+    return TOKEN_BASE + int.from_bytes(digest, "little") % 30_000
+
+
+def model_output(scheduler: Any, out: Any) -> Any:
+    """What the model runner returns for ``out``: one token for every
+    scheduled request whose tokens are now all computed, none for a
+    request still in prefill (vLLM's runner discards those)."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    req_ids = list(out.num_scheduled_tokens)
+    sampled = []
+    for rid in req_ids:
+        req = scheduler.requests[rid]
+        if req.num_computed_tokens < req.num_tokens:
+            sampled.append([])
+        else:
+            sampled.append([sampled_token(rid, req.num_output_tokens)])
+    return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                             sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
+                             pooler_output=[])
+
+
+@dataclass
+class Side:
+    """One scheduler and what it spent."""
+
+    name: str
+    patch: Any  # the bench's Patch: the lookups put on vLLM's classes while it steps
+    scheduler: Any
+    step_ns: list[int] = field(default_factory=list)
+    lookup_ns: int = 0
+    lookups: int = 0
+    queries: int = 0
+    hits: int = 0
+
+    def __post_init__(self) -> None:
+        coordinator = self.scheduler.kv_cache_manager.coordinator
+        lookup = coordinator.find_longest_cache_hit
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter_ns()
+            try:
+                return lookup(*args, **kwargs)
+            finally:
+                self.lookup_ns += time.perf_counter_ns() - start
+                self.lookups += 1
+
+        coordinator.find_longest_cache_hit = timed
+
+    def step(self, use: Callable[[Any], Any]) -> Any:
+        with use(self.patch):
+            start = time.perf_counter_ns()
+            out = self.scheduler.schedule()
+            between = time.perf_counter_ns()
+            runner = model_output(self.scheduler, out)  # the model's part: untimed
+            resume = time.perf_counter_ns()
+            outputs = self.scheduler.update_from_output(out, runner)
+            end = time.perf_counter_ns()
+        self.step_ns.append((between - start) + (end - resume))
+        # The step's prefix-cache counters, as the engine reports them.
+        for eco in outputs.values():
+            stats = eco.scheduler_stats
+            if stats is not None and stats.prefix_cache_stats is not None:
+                self.queries += stats.prefix_cache_stats.queries
+                self.hits += stats.prefix_cache_stats.hits
+        return out
+
+
+def summary(side: Side) -> dict[str, Any]:
+    """Per-step scheduler time: quantiles, total, slow steps, lookup share."""
+    ms = sorted(ns / 1e6 for ns in side.step_ns)
+    n = len(ms)
+
+    def q(p: float) -> float:
+        return ms[min(n - 1, int(p * n))] if n else 0.0
+
+    total = sum(ms)
+    return {
+        "total_ms": total, "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99),
+        "max_ms": ms[-1] if n else 0.0, "mean_ms": total / n if n else 0.0,
+        "steps_over_ms": {str(limit): sum(1 for x in ms if x > limit) for limit in SLOW_STEP_MS},
+        "lookup_ms": side.lookup_ns / 1e6, "lookups": side.lookups,
+        "lookup_share": side.lookup_ns / 1e6 / total if total else 0.0,
+        "prefix_cache_queries": side.queries, "prefix_cache_hits": side.hits,
+        "hit_rate": side.hits / side.queries if side.queries else 0.0,
+        "cdf_ms": [q(i / (CDF_POINTS - 1)) if i < CDF_POINTS - 1 else ms[-1] if n else 0.0
+                   for i in range(CDF_POINTS)],
+    }
+
+
+def make_requests(trace: list[mooncake.TraceRequest], max_model_len: int,
+                  vocab: int) -> tuple[list[tuple[str, list[int], int]], int]:
+    """(request id, prompt, output tokens) per trace request, the prompt cut
+    so that prompt + output fit ``max_model_len`` (the API server rejects
+    longer ones); also how many were cut."""
+    cut = 0
+    made = []
+    for k, req in enumerate(trace):
+        out_tokens = min(mooncake.output_tokens(req), max_model_len // 2)
+        room = max_model_len - out_tokens
+        cut += req.input_length > room
+        prompt = mooncake.prompt_ids(req, first=TOKEN_BASE, last=vocab - 1, max_tokens=room)
+        made.append((f"t{k}", prompt, out_tokens))
+    return made, cut
+
+
+def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
+           pool_fraction: float, model: StepModel, log: Callable[[str], None],
+           on_patch: Any = None) -> dict[str, Any]:
+    """Both sides through ``trace``; the receipt. The plugin-on side runs
+    the plugin's lookups as ``install()`` builds them, or ``on_patch`` (a
+    ``bench_vllm.Patch``) when given: how a test shows that a wrong lookup
+    makes the run differ."""
+    from vllm import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
+    from benchmarks.bench_vllm import VLLM_PATCH, capture_impls, use
+    from extracted_c import hotpath
+
+    impls = capture_impls()
+    built = {name: replay_layouts.build_scheduler(layout, pool_fraction=pool_fraction)
+             for name in ("off", "on")}
+    b = built["on"]
+    sides = {"off": Side("off", VLLM_PATCH, built["off"].scheduler),
+             "on": Side("on", impls.table["ours"] if on_patch is None else on_patch,
+                        built["on"].scheduler)}
+    init_none_hash(sha256)
+    hasher = get_request_block_hasher(b.hash_block_size, sha256)
+    started = time.perf_counter()
+    made, cut = make_requests(trace, b.max_model_len, int(layout.config["vocab_size"]))
+    log(f"{layout.name}: {len(made)} requests made in {time.perf_counter() - started:.1f} s "
+        f"({cut} cut to max_model_len {b.max_model_len}); pool {b.num_blocks} blocks "
+        f"of {b.block_size} tokens ({b.full_pool_blocks} at the full pool), groups {b.groups}")
+
+    def add(k: int) -> None:
+        rid, prompt, out_tokens = made[k]
+        for side in sides.values():
+            params = SamplingParams(max_tokens=out_tokens, ignore_eos=True)
+            side.scheduler.add_request(Request(rid, prompt, params, None, block_hasher=hasher,
+                                               arrival_time=trace[k].timestamp_ms / 1000))
+
+    native_before = hotpath.load().totals() if impls.backend == "native" else None
+    digest = hashlib.sha256()
+    clock_ms = 0.0
+    arrived = steps = idle = 0
+    first_diff: dict[str, Any] | None = None
+    order = list(sides.values())
+    run_started = time.perf_counter()
+    gc.collect()
+    gc.disable()
+    try:
+        while True:
+            while arrived < len(made) and trace[arrived].timestamp_ms <= clock_ms:
+                add(arrived)
+                arrived += 1
+            if not sides["off"].scheduler.has_requests():
+                if arrived >= len(made):
+                    break
+                clock_ms = float(trace[arrived].timestamp_ms)
+                continue
+            outs = {}
+            for side in order[steps % 2:] + order[:steps % 2]:
+                outs[side.name] = side.step(use)
+            forms = {name: step_form(out) for name, out in outs.items()}
+            if forms["off"] != forms["on"]:
+                first_diff = first_difference(steps, forms["off"], forms["on"])
+                steps += 1
+                break
+            digest.update(repr(forms["off"]).encode())
+            tokens = outs["off"].total_num_scheduled_tokens
+            steps += 1
+            if tokens:
+                clock_ms += model.step_ms(tokens)
+                idle = 0
+            else:
+                idle += 1
+                if idle > 2:  # nothing schedulable: wait for the next arrival
+                    if arrived >= len(made):
+                        raise RuntimeError(f"{layout.name}: stuck at step {steps} with "
+                                           f"{sides['off'].scheduler.get_num_unfinished_requests()} "
+                                           "requests unfinished and none schedulable")
+                    clock_ms = max(clock_ms, float(trace[arrived].timestamp_ms))
+            if steps % GC_EVERY == 0:
+                gc.collect()
+            if steps % 20000 == 0:
+                log(f"{layout.name}: step {steps}, {arrived}/{len(made)} arrived, "
+                    f"clock {clock_ms / 1000:.0f} s, {time.perf_counter() - run_started:.0f} s")
+    finally:
+        gc.enable()
+    native = None
+    if native_before is not None:
+        after = hotpath.load().totals()
+        native = {key: after[key] - native_before[key] for key in ("native", "delegated")}
+    off, on = summary(sides["off"]), summary(sides["on"])
+    return {
+        "layout": layout.name, "source": layout.source, "pool_fraction": pool_fraction,
+        "num_blocks": b.num_blocks, "full_pool_blocks": b.full_pool_blocks,
+        "block_size": b.block_size, "hash_block_size": b.hash_block_size,
+        "alignment_tokens": b.alignment_tokens, "groups": b.groups,
+        "available_kv_bytes": b.available_kv_bytes, "max_model_len": b.max_model_len,
+        "coordinator": type(sides["on"].scheduler.kv_cache_manager.coordinator).__name__,
+        "requests": len(made), "arrived": arrived, "prompts_cut": cut,
+        "prompt_tokens": sum(len(p) for _, p, _ in made[:arrived]),
+        "steps": steps, "simulated_s": clock_ms / 1000,
+        "identical": first_diff is None, "first_difference": first_diff,
+        "digest": digest.hexdigest(), "step_model": asdict(model),
+        "core": impls.backend, "native_lookups": native,
+        "off": off, "on": on,
+        "speedup": off["total_ms"] / on["total_ms"] if on["total_ms"] else None,
+        "wall_s": time.perf_counter() - run_started,
+    }
+
+
+def replay_line(r: dict[str, Any]) -> str:
+    speedup = r["speedup"]
+    return (f"replay layout={r['layout']} requests={r['requests']} steps={r['steps']} "
+            f"identical={'yes' if r['identical'] else 'no'} sched_ms_off={r['off']['total_ms']:.1f} "
+            f"sched_ms_on={r['on']['total_ms']:.1f} "
+            f"speedup={'n/a' if speedup is None else f'{speedup:.2f}'}")
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    """The table rows and the targets, PASS/MISS."""
+    lines = [f"{r['layout']} pool {r['num_blocks']} blocks ({r['pool_fraction']:g} of "
+             f"{r['full_pool_blocks']}), max_model_len {r['max_model_len']}, {r['steps']} steps, "
+             f"{r['simulated_s']:.0f} s simulated, core {r['core']}, native lookups {r['native_lookups']}"]
+    lines.append(f"  {'':4} {'total ms':>10} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7} "
+                 f"{'>10ms':>6} {'>20ms':>6} {'lookup %':>8} {'lookups':>8} {'hit rate':>8}")
+    for name in ("off", "on"):
+        s = r[name]
+        lines.append(f"  {name:4} {s['total_ms']:10.1f} {s['p50_ms']:7.3f} {s['p90_ms']:7.3f} "
+                     f"{s['p99_ms']:7.3f} {s['max_ms']:7.2f} {s['steps_over_ms']['10.0']:6d} "
+                     f"{s['steps_over_ms']['20.0']:6d} {100 * s['lookup_share']:8.2f} "
+                     f"{s['lookups']:8d} {s['hit_rate']:8.3f}")
+    same_hits = (r["off"]["prefix_cache_hits"], r["off"]["prefix_cache_queries"]) == (
+        r["on"]["prefix_cache_hits"], r["on"]["prefix_cache_queries"])
+    diff = r["first_difference"]
+    lines.append(f"  target identical=yes: {'PASS' if r['identical'] else 'MISS'}"
+                 + ("" if diff is None else f" (first difference at step {diff['step']}, "
+                                            f"{diff['field']}: off {diff['off'][:200]} on {diff['on'][:200]})"))
+    lines.append(f"  target lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, plugin on: "
+                 f"{'PASS' if r['on']['lookup_share'] <= LOOKUP_SHARE_MAX else 'MISS'} "
+                 f"({100 * r['on']['lookup_share']:.2f}%; off {100 * r['off']['lookup_share']:.2f}%)")
+    lines.append(f"  hit rate equal off/on: {'yes' if same_hits else 'NO'}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=mooncake.DEFAULT_TRACE)
+    parser.add_argument("--layout", required=True, choices=replay_layouts.names())
+    parser.add_argument("--requests", type=int, default=None, help="the first N requests (default: all)")
+    parser.add_argument("--json", type=Path, default=None, help="write the receipt here")
+    parser.add_argument("--pool", choices=("full", "half"), default="full",
+                        help="the blocks vLLM gives the model on one 80 GB GPU, or half of them")
+    parser.add_argument("--step-fixed-ms", type=float, default=None)
+    parser.add_argument("--step-us-per-token", type=float, default=None)
+    args = parser.parse_args(argv)
+    if args.requests is not None and args.requests < 1:
+        parser.error(f"--requests must be a positive int, got {args.requests}")
+    if not args.trace.is_file():
+        parser.error(f"--trace: no such file {args.trace}")
+    for flag in ("step_fixed_ms", "step_us_per_token"):
+        value = getattr(args, flag)
+        if value is not None and value < 0:
+            parser.error(f"--{flag.replace('_', '-')} must be >= 0, got {value}")
+    layout = replay_layouts.load(args.layout)
+    model = StepModel.for_layout(layout)
+    if args.step_fixed_ms is not None or args.step_us_per_token is not None:
+        model = StepModel(fixed_ms=model.fixed_ms if args.step_fixed_ms is None else args.step_fixed_ms,
+                          us_per_token=(model.us_per_token if args.step_us_per_token is None
+                                        else args.step_us_per_token), source="set on the command line")
+    trace = mooncake.load(args.trace, args.requests)
+    print(f"replay: {len(trace)} requests of {args.trace.name} on {layout.name} ({args.pool} pool); "
+          f"GPU step {model.fixed_ms:.2f} ms + {model.us_per_token:.1f} us/token ({model.source})",
+          flush=True)
+    result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
+                    log=lambda line: print(line, flush=True))
+    result.update(trace=str(args.trace), pool=args.pool, python=platform.python_version(),
+                  machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    for line in report(result):
+        print(line)
+    print(replay_line(result), flush=True)
+    return 0 if result["identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

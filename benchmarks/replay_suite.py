@@ -1,0 +1,165 @@
+"""Every layout of the trace replay, each in a fresh process, then one table,
+the targets (PASS/MISS) and the CDF plot.
+
+    python benchmarks/replay_suite.py [--requests N|all] [--pools full,half] [--quick]
+
+``make bench`` runs the first 2,000 requests of every layout at the full
+pool; ``make check`` runs ``--quick`` (a few requests per layout: every
+path runs and the runs must be identical, the timings mean nothing);
+``make replay-trace`` runs the whole trace on every layout and both pools
+and writes the receipt that is committed. Each run is
+``python -m benchmarks.replay`` (its own process: vLLM's classes are
+patched per process); a run whose plugin-off and plugin-on schedules differ
+fails the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import mooncake, replay_layouts  # noqa: E402
+from benchmarks.replay import LOOKUP_SHARE_MAX  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+PLOT_COPY = ROOT / "docs" / "img" / "replay-cdf.png"
+QUICK_REQUESTS = 12
+SAMPLE_TRACE = ROOT / "benchmarks" / "data" / "mooncake-head.jsonl"  # the trace's first lines
+
+
+def run_one(layout: str, pool: str, requests: int | None, trace: Path, out: Path) -> dict[str, Any]:
+    """One ``python -m benchmarks.replay`` run; its receipt."""
+    cmd = [sys.executable, "-m", "benchmarks.replay", "--trace", str(trace), "--layout", layout,
+           "--pool", pool, "--json", str(out)]
+    if requests is not None:
+        cmd += ["--requests", str(requests)]
+    print("$", " ".join(cmd[1:]), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    for line in lines:
+        print("  " + line, flush=True)
+    if proc.returncode not in (0, 1) or not out.is_file():
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"replay {layout} {pool} failed (exit {proc.returncode})")
+    receipt = json.loads(out.read_text())
+    receipt["replay_line"] = lines[-1]
+    return receipt
+
+
+def table(runs: list[dict[str, Any]]) -> list[str]:
+    """The README's table: one row per layout and pool."""
+    rows = ["| layout | pool (blocks) | requests | steps | identical | scheduler ms off / on | "
+            "speedup | p99 ms off / on | steps > 10 ms off / on | lookups % off / on | hit rate |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        off, on = r["off"], r["on"]
+        rows.append(
+            f"| {r['layout']} | {r['pool']} ({r['num_blocks']:,}) | {r['requests']:,} | {r['steps']:,} | "
+            f"{'yes' if r['identical'] else 'NO'} | {off['total_ms']:,.0f} / {on['total_ms']:,.0f} | "
+            f"{r['speedup']:.2f}x | {off['p99_ms']:.2f} / {on['p99_ms']:.2f} | "
+            f"{off['steps_over_ms']['10.0']} / {on['steps_over_ms']['10.0']} | "
+            f"{100 * off['lookup_share']:.1f} / {100 * on['lookup_share']:.1f} | {on['hit_rate']:.3f} |")
+    return rows
+
+
+def plot(runs: list[dict[str, Any]], out: Path) -> None:
+    """The CDF of scheduler time per step, off and on, one panel per layout
+    (full pool solid, half pool dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layouts = sorted({r["layout"] for r in runs})
+    fig, axes = plt.subplots(1, len(layouts), figsize=(5 * len(layouts), 4), squeeze=False)
+    for ax, layout in zip(axes[0], layouts):
+        for r in (r for r in runs if r["layout"] == layout):
+            style = "-" if r["pool"] == "full" else "--"
+            for name, color in (("off", "#222222"), ("on", "#1f5fbf")):
+                cdf = r[name]["cdf_ms"]
+                ys = [i / (len(cdf) - 1) for i in range(len(cdf))]
+                ax.plot([max(x, 1e-3) for x in cdf], ys, style, color=color,
+                        label=f"plugin {name}, {r['pool']} pool")
+        ax.set_xscale("log")
+        ax.set_xlabel("scheduler ms per step (schedule + update_from_output)")
+        ax.set_ylabel("fraction of steps")
+        ax.set_title(f"{layout}, {runs[0]['requests']:,} requests")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=mooncake.DEFAULT_TRACE)
+    parser.add_argument("--requests", default="2000", help="the first N requests, or 'all'")
+    parser.add_argument("--pools", default="full", help="comma-separated: full, half")
+    parser.add_argument("--layouts", default=",".join(replay_layouts.names()))
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_REQUESTS} requests of the committed sample per layout: "
+                             "every path, no meaningful timing")
+    args = parser.parse_args(argv)
+    if args.requests == "all":
+        requests = None
+    elif args.requests.isdigit() and int(args.requests) > 0:
+        requests = int(args.requests)
+    else:
+        parser.error(f"--requests must be a positive int or 'all', got {args.requests!r}")
+    if args.quick:
+        requests = QUICK_REQUESTS
+        args.trace = SAMPLE_TRACE
+    pools = args.pools.split(",")
+    if set(pools) - {"full", "half"}:
+        parser.error(f"--pools must list full and/or half, got {args.pools!r}")
+    layouts = args.layouts.split(",")
+    if set(layouts) - set(replay_layouts.names()):
+        parser.error(f"--layouts must be among {replay_layouts.names()}, got {args.layouts!r}")
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
+        for layout in layouts:
+            for pool in pools:
+                runs.append(run_one(layout, pool, requests, args.trace,
+                                    Path(tmp) / f"{layout}-{pool}.json"))
+    print()
+    for line in table(runs):
+        print(line)
+    print()
+    ok = True
+    for r in runs:
+        share_ok = r["on"]["lookup_share"] <= LOOKUP_SHARE_MAX
+        ok &= r["identical"]
+        print(f"target {r['layout']} {r['pool']}: identical=yes {'PASS' if r['identical'] else 'MISS'}; "
+              f"lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% with the plugin on "
+              f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%)")
+    name = "replay-quick" if args.quick else (
+        f"replay-trace-{stamp}" if requests is None else f"replay-{requests}-{stamp}")
+    receipt = RESULTS / f"{name}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    receipt.write_text(json.dumps({"requests": requests, "pools": pools, "runs": runs}, indent=1) + "\n")
+    print(f"receipt {receipt.relative_to(ROOT)}")
+    if not args.quick:
+        png = receipt.with_suffix(".png")
+        plot(runs, png)
+        PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
+        PLOT_COPY.write_bytes(png.read_bytes())
+        print(f"plot {png.relative_to(ROOT)} (copied to {PLOT_COPY.relative_to(ROOT)})")
+    for r in runs:
+        print(r["replay_line"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""benchmarks/replay.py: the trace replayed through vLLM's real Scheduler on
+real layouts, plugin off and on. These tests check the harness, not speed:
+the layouts are built by vLLM's own sizing, the two runs agree step for
+step, a wrong lookup is caught at the step it changes, and the command line
+keeps the shape outside harnesses parse."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import mooncake, replay, replay_layouts
+from benchmarks.replay_suite import SAMPLE_TRACE
+
+REPLAY_LINE = re.compile(r"^replay layout=(\S+) requests=(\d+) steps=(\d+) identical=(yes|no) "
+                         r"sched_ms_off=([\d.]+) sched_ms_on=([\d.]+) speedup=([\d.]+)$")
+
+
+@pytest.fixture(scope="module")
+def sample() -> list[mooncake.TraceRequest]:
+    return mooncake.load(SAMPLE_TRACE, 12)
+
+
+def _run(sample: list[mooncake.TraceRequest], name: str, **kwargs: Any) -> dict[str, Any]:
+    layout = replay_layouts.load(name)
+    return replay.replay(sample, layout, pool_fraction=1.0, model=replay.StepModel.for_layout(layout),
+                         log=lambda line: None, **kwargs)
+
+
+def test_layouts_are_grouped_and_sized_by_vllm() -> None:
+    """gpt-oss: one sliding-window and one full group of 18 layers each;
+    gemma 3: 52 sliding-window layers in six groups next to the 10 full
+    ones; llama: one full group. The half pool is vLLM's block override."""
+    kinds = {}
+    for name in replay_layouts.names():
+        built = replay_layouts.build_scheduler(replay_layouts.load(name))
+        kinds[name] = built.groups
+        assert built.num_blocks == built.full_pool_blocks > 1000
+        assert built.block_size == built.hash_block_size == 16
+        assert built.max_model_len == 131072
+    assert kinds["gpt-oss-120b"] == ["SlidingWindowSpec x18", "FullAttentionSpec x18"]
+    assert sorted(kinds["gemma-3-27b"]) == ["FullAttentionSpec x10"] + ["SlidingWindowSpec x8"] * 2 \
+        + ["SlidingWindowSpec x9"] * 4
+    assert kinds["llama-3.1-8b"] == ["FullAttentionSpec x32"]
+    half = replay_layouts.build_scheduler(replay_layouts.load("gpt-oss-120b"), pool_fraction=0.5)
+    assert half.num_blocks == half.full_pool_blocks // 2
+    assert half.scheduler.kv_cache_manager.block_pool.num_gpu_blocks == half.num_blocks
+    # One 131,072-token request no longer fits the half pool: vLLM's auto-fit shortens it.
+    assert half.max_model_len < 131072
+
+
+def test_off_and_on_schedule_identically(sample: list[mooncake.TraceRequest]) -> None:
+    r = _run(sample, "gpt-oss-120b")
+    assert r["identical"], r["first_difference"]
+    assert r["requests"] == r["arrived"] == len(sample)
+    assert r["steps"] > len(sample)
+    off, on = r["off"], r["on"]
+    assert (off["prefix_cache_queries"], off["prefix_cache_hits"], off["lookups"]) == (
+        on["prefix_cache_queries"], on["prefix_cache_hits"], on["lookups"])
+    assert on["prefix_cache_hits"] > 0  # the sample shares prefixes: real hits were compared
+    assert len(on["cdf_ms"]) == replay.CDF_POINTS and on["cdf_ms"] == sorted(on["cdf_ms"])
+    if r["core"] == "native":
+        assert r["native_lookups"]["native"] > 0 and r["native_lookups"]["delegated"] == 0
+
+
+def _short_by_one_block() -> Any:
+    """A full-attention lookup that returns every hit one block short."""
+    from benchmarks.bench_vllm import FULL_ORIGINAL, ORIGINAL, Patch
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+    vllm_own = FULL_ORIGINAL.__get__(None, FullAttentionManager)
+
+    def wrong(cls: Any, **kwargs: Any) -> Any:
+        blocks, length = vllm_own(**kwargs)
+        if not length:
+            return blocks, length
+        size = kwargs["kv_cache_spec"].block_size
+        return tuple(b[:-1] for b in blocks), length - size
+
+    return Patch(ORIGINAL, classmethod(wrong))
+
+
+def test_a_wrong_lookup_is_caught_at_its_step(sample: list[mooncake.TraceRequest]) -> None:
+    r = _run(sample, "llama-3.1-8b", on_patch=_short_by_one_block())
+    assert not r["identical"]
+    step = r["first_difference"]["step"]
+    assert r["steps"] == step + 1  # the run stops at the first difference
+    diff = r["first_difference"]
+    # The short hit shows first in the new request's computed tokens and blocks.
+    assert diff["field"].startswith("scheduled_new_reqs["), diff
+    assert diff["off"] != diff["on"]
+
+
+def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    code = replay.main(["--trace", str(SAMPLE_TRACE), "--layout", "gpt-oss-120b", "--requests", "6",
+                        "--json", str(out)])
+    assert code == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    m = REPLAY_LINE.match(last)
+    assert m, last
+    receipt = json.loads(out.read_text())
+    assert m.group(1) == receipt["layout"] == "gpt-oss-120b"
+    assert int(m.group(2)) == receipt["requests"] == 6
+    assert int(m.group(3)) == receipt["steps"]
+    assert float(m.group(5)) == pytest.approx(receipt["off"]["total_ms"], abs=0.05)
+    assert float(m.group(6)) == pytest.approx(receipt["on"]["total_ms"], abs=0.05)
+    for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "lookup_share", "steps_over_ms"):
+        assert key in receipt["on"] and key in receipt["off"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--layout", "no-such-model"],
+    ["--layout", "llama-3.1-8b", "--requests", "0"],
+    ["--layout", "llama-3.1-8b", "--trace", "/no/such/trace.jsonl"],
+    ["--layout", "llama-3.1-8b", "--step-fixed-ms", "-1"],
+    ["--layout", "llama-3.1-8b", "--pool", "quarter"],
+])
+def test_bad_command_lines_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        replay.main(argv)
+    assert exc.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_bad_layout_arguments_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="layout"):
+        replay_layouts.load("no-such-model")
+    layout = replay_layouts.load("llama-3.1-8b")
+    for bad in (0.0, 1.5, 1):
+        with pytest.raises(ValueError, match="pool_fraction"):
+            replay_layouts.build_scheduler(layout, pool_fraction=bad)  # type: ignore[arg-type]
+
+
+def test_step_model_is_the_stated_formula() -> None:
+    layout = replay_layouts.load("llama-3.1-8b")
+    model = replay.StepModel.for_layout(layout)
+    assert model.fixed_ms == pytest.approx(layout.weights_bytes / (3.35e12 * 0.8) * 1e3)
+    assert model.us_per_token == pytest.approx(2 * layout.active_params / (989e12 * 0.4) * 1e6)
+    assert model.step_ms(1000) == pytest.approx(model.fixed_ms + model.us_per_token)
+
+
+def test_layer_kinds_follow_the_config() -> None:
+    oss = replay_layouts.load("gpt-oss-120b").layer_types()
+    assert oss[:4] == ["sliding_attention", "full_attention"] * 2 and len(oss) == 36
+    gemma = replay_layouts.load("gemma-3-27b").layer_types()
+    assert gemma.count("full_attention") == 10 and gemma[5] == "full_attention"
+    assert gemma[:5] == ["sliding_attention"] * 5
+    assert set(replay_layouts.load("llama-3.1-8b").layer_types()) == {"full_attention"}
