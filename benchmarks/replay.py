@@ -35,18 +35,21 @@ How a run goes:
   (the collector is off while stepping, and collects every
   ``GC_EVERY`` steps untimed), and inside it the time of the prefix-cache
   lookups (the coordinator's ``find_longest_cache_hit``: every manager's
-  lookup and the fixed point between them).
+  lookup and the fixed point between them) and, of that, Mamba's
+  (``MambaManager.find_longest_cache_hit``, vLLM's own on both sides).
 
-The GPU step-time model (``StepModel``): a step costs the time to read the
-weights once from HBM (H100 SXM: 3.35 TB/s, 80% of it achieved) plus, per
-scheduled token, ``2 x active parameters`` FLOPs at 40% of the H100's
-989 TFLOPS dense bf16; attention's own cost is left out. ``--step-fixed-ms``
+The GPU step-time model (``StepModel``): a step costs the time to read one
+GPU's weights once from HBM (H100 SXM: 3.35 TB/s, 80% of it achieved) plus,
+per scheduled token, that GPU's share (1 / tensor-parallel size) of
+``2 x active parameters`` FLOPs at 40% of the H100's 989 TFLOPS dense bf16;
+attention's own cost and the all-reduces are left out. ``--step-fixed-ms``
 and ``--step-us-per-token`` override it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import json
@@ -54,7 +57,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,10 +89,11 @@ class StepModel:
 
     @classmethod
     def for_layout(cls, layout: replay_layouts.Layout) -> StepModel:
-        return cls(fixed_ms=layout.weights_bytes / HBM_BYTES_PER_S * 1e3,
-                   us_per_token=2 * layout.active_params / FLOPS * 1e6,
-                   source="weights read once at 80% of 3.35 TB/s + 2 x active params "
-                          "FLOPs per token at 40% of 989 TFLOPS (H100 SXM, bf16)")
+        tp = layout.tensor_parallel_size
+        return cls(fixed_ms=layout.weights_bytes / tp / HBM_BYTES_PER_S * 1e3,
+                   us_per_token=2 * layout.active_params / tp / FLOPS * 1e6,
+                   source="one GPU's weights read once at 80% of 3.35 TB/s + its share of "
+                          "2 x active params FLOPs per token at 40% of 989 TFLOPS (H100 SXM, bf16)")
 
     def step_ms(self, tokens: int) -> float:
         return self.fixed_ms + self.us_per_token * tokens / 1000
@@ -164,6 +168,7 @@ class Side:
     step_ns: list[int] = field(default_factory=list)
     lookup_ns: int = 0
     lookups: int = 0
+    mamba_ns: int = 0  # of lookup_ns: MambaManager's lookups (vLLM's own on both sides)
     queries: int = 0
     hits: int = 0
 
@@ -182,6 +187,7 @@ class Side:
         coordinator.find_longest_cache_hit = timed
 
     def step(self, use: Callable[[Any], Any]) -> Any:
+        _MAMBA_CLOCK["side"] = self
         with use(self.patch):
             start = time.perf_counter_ns()
             out = self.scheduler.schedule()
@@ -200,6 +206,35 @@ class Side:
         return out
 
 
+_MAMBA_CLOCK: dict[str, Side | None] = {"side": None}  # the side stepping now
+
+
+@contextlib.contextmanager
+def mamba_timed() -> Iterator[None]:
+    """``MambaManager.find_longest_cache_hit`` timed into the stepping
+    side's ``mamba_ns`` for the duration (vLLM's own method, untouched)."""
+    from vllm.v1.core.single_type_kv_cache_manager import MambaManager
+
+    original = MambaManager.__dict__["find_longest_cache_hit"]
+    own = original.__func__
+
+    def timed(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return own(cls, *args, **kwargs)
+        finally:
+            side = _MAMBA_CLOCK["side"]
+            if side is not None:
+                side.mamba_ns += time.perf_counter_ns() - start
+
+    MambaManager.find_longest_cache_hit = classmethod(timed)
+    try:
+        yield
+    finally:
+        MambaManager.find_longest_cache_hit = original
+        _MAMBA_CLOCK["side"] = None
+
+
 def summary(side: Side) -> dict[str, Any]:
     """Per-step scheduler time: quantiles, total, slow steps, lookup share."""
     ms = sorted(ns / 1e6 for ns in side.step_ns)
@@ -215,6 +250,8 @@ def summary(side: Side) -> dict[str, Any]:
         "steps_over_ms": {str(limit): sum(1 for x in ms if x > limit) for limit in SLOW_STEP_MS},
         "lookup_ms": side.lookup_ns / 1e6, "lookups": side.lookups,
         "lookup_share": side.lookup_ns / 1e6 / total if total else 0.0,
+        "mamba_lookup_ms": side.mamba_ns / 1e6,
+        "mamba_lookup_share": side.mamba_ns / 1e6 / total if total else 0.0,
         "prefix_cache_queries": side.queries, "prefix_cache_hits": side.hits,
         "hit_rate": side.hits / side.queries if side.queries else 0.0,
         "cdf_ms": [q(i / (CDF_POINTS - 1)) if i < CDF_POINTS - 1 else ms[-1] if n else 0.0
@@ -284,6 +321,8 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     run_started = time.perf_counter()
     gc.collect()
     gc.disable()
+    timers = contextlib.ExitStack()
+    timers.enter_context(mamba_timed())
     try:
         while True:
             while arrived < len(made) and trace[arrived].timestamp_ms <= clock_ms:
@@ -322,6 +361,7 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
                 log(f"{layout.name}: step {steps}, {arrived}/{len(made)} arrived, "
                     f"clock {clock_ms / 1000:.0f} s, {time.perf_counter() - run_started:.0f} s")
     finally:
+        timers.close()
         gc.enable()
     native = None
     if native_before is not None:
@@ -361,13 +401,13 @@ def report(r: dict[str, Any]) -> list[str]:
              f"{r['full_pool_blocks']}), max_model_len {r['max_model_len']}, {r['steps']} steps, "
              f"{r['simulated_s']:.0f} s simulated, core {r['core']}, native lookups {r['native_lookups']}"]
     lines.append(f"  {'':4} {'total ms':>10} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7} "
-                 f"{'>10ms':>6} {'>20ms':>6} {'lookup %':>8} {'lookups':>8} {'hit rate':>8}")
+                 f"{'>10ms':>6} {'>20ms':>6} {'lookup %':>8} {'mamba %':>8} {'lookups':>8} {'hit rate':>8}")
     for name in ("off", "on"):
         s = r[name]
         lines.append(f"  {name:4} {s['total_ms']:10.1f} {s['p50_ms']:7.3f} {s['p90_ms']:7.3f} "
                      f"{s['p99_ms']:7.3f} {s['max_ms']:7.2f} {s['steps_over_ms']['10.0']:6d} "
                      f"{s['steps_over_ms']['20.0']:6d} {100 * s['lookup_share']:8.2f} "
-                     f"{s['lookups']:8d} {s['hit_rate']:8.3f}")
+                     f"{100 * s['mamba_lookup_share']:8.2f} {s['lookups']:8d} {s['hit_rate']:8.3f}")
     same_hits = (r["off"]["prefix_cache_hits"], r["off"]["prefix_cache_queries"]) == (
         r["on"]["prefix_cache_hits"], r["on"]["prefix_cache_queries"])
     diff = r["first_difference"]

@@ -56,26 +56,31 @@ class Layout:
     name: str
     source: str
     config: dict[str, Any]
-    weights_bytes: int
+    weights_bytes: int  # the whole model's, over all tensor-parallel ranks
     active_params: int
+    tensor_parallel_size: int = 1
 
     @property
     def max_model_len(self) -> int:
         return int(self.config["max_position_embeddings"])
 
     def layer_types(self) -> list[str]:
-        """``sliding_attention`` or ``full_attention`` per layer, as
-        transformers derives them from the config."""
+        """``sliding_attention``, ``linear_attention`` or ``full_attention``
+        per layer, as transformers derives them from the config."""
         n = int(self.config["num_hidden_layers"])
         if "layer_types" in self.config:
             kinds = list(self.config["layer_types"])
-        elif "sliding_window_pattern" in self.config:
+        elif "sliding_window_pattern" in self.config:  # Gemma 3
             pattern = int(self.config["sliding_window_pattern"])
             kinds = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                      for i in range(n)]
+        elif "full_attention_interval" in self.config:  # Qwen3-Next
+            interval = int(self.config["full_attention_interval"])
+            kinds = ["linear_attention" if (i + 1) % interval else "full_attention"
+                     for i in range(n)]
         else:
             kinds = ["full_attention"] * n
-        if len(kinds) != n or set(kinds) - {"sliding_attention", "full_attention"}:
+        if len(kinds) != n or set(kinds) - {"sliding_attention", "linear_attention", "full_attention"}:
             raise ValueError(f"layout {self.name}: layer kinds {sorted(set(kinds))} for {n} layers")
         return kinds
 
@@ -91,37 +96,117 @@ def load(name: str) -> Layout:
         raise ValueError(f"layout must be one of {names()}, got {name!r}")
     body = json.loads((LAYOUT_DIR / f"{name}.json").read_text())
     return Layout(name=body["name"], source=body["source"], config=body["config"],
-                  weights_bytes=int(body["weights_bytes"]), active_params=int(body["active_params"]))
+                  weights_bytes=int(body["weights_bytes"]), active_params=int(body["active_params"]),
+                  tensor_parallel_size=int(body.get("tensor_parallel_size", 1)))
 
 
 def available_kv_bytes(layout: Layout, reserve_bytes: int = RESERVE_BYTES) -> int:
     """What vLLM's profiling leaves for the KV cache on one 80 GB GPU:
-    ``0.9 x total - weights - reserve``."""
-    free = int(GPU_TOTAL_BYTES * GPU_MEMORY_UTILIZATION) - layout.weights_bytes - reserve_bytes
+    ``0.9 x total - weights on that GPU - reserve``."""
+    weights = layout.weights_bytes // layout.tensor_parallel_size
+    free = int(GPU_TOTAL_BYTES * GPU_MEMORY_UTILIZATION) - weights - reserve_bytes
     if free <= 0:
         raise ValueError(f"layout {layout.name}: its weights do not fit on one 80 GB GPU")
     return free
 
 
-def kv_cache_specs(layout: Layout) -> dict[str, Any]:
-    """Per layer name, the spec its attention layer reports to vLLM."""
+def kv_cache_specs(layout: Layout, vllm_config: Any) -> dict[str, Any]:
+    """Per layer name, the spec its layer reports to vLLM on one
+    tensor-parallel rank (``vllm_config``'s cache config carries the block
+    sizes ``align_hybrid_block_size`` set)."""
     import torch
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
     cfg = layout.config
-    heads = int(cfg["num_key_value_heads"])
-    head_size = int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    model_config = vllm_config.model_config
+    heads = model_config.get_num_kv_heads(vllm_config.parallel_config)
+    head_size = model_config.get_head_size()
+    block_size = vllm_config.cache_config.block_size
     specs: dict[str, Any] = {}
     for i, kind in enumerate(layout.layer_types()):
-        name = f"model.layers.{i}.self_attn.attn"
-        if kind == "sliding_attention":
-            specs[name] = SlidingWindowSpec(block_size=BLOCK_SIZE, num_kv_heads=heads,
-                                            head_size=head_size, dtype=torch.bfloat16,
-                                            sliding_window=int(cfg["sliding_window"]))
+        if kind == "linear_attention":
+            specs[f"model.layers.{i}.linear_attn"] = _gdn_spec(vllm_config)
+        elif kind == "sliding_attention":
+            specs[f"model.layers.{i}.self_attn.attn"] = SlidingWindowSpec(
+                block_size=block_size, num_kv_heads=heads, head_size=head_size,
+                dtype=torch.bfloat16, sliding_window=int(cfg["sliding_window"]))
         else:
-            specs[name] = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=heads,
-                                            head_size=head_size, dtype=torch.bfloat16)
+            specs[f"model.layers.{i}.self_attn.attn"] = FullAttentionSpec(
+                block_size=block_size, num_kv_heads=heads, head_size=head_size,
+                dtype=torch.bfloat16)
     return specs
+
+
+# On an H100, FlashAttention takes kernel blocks of any multiple of 16
+# tokens, and Qwen3-Next's gated-delta-net layers prefill with FlashInfer's
+# kernel (SM90), which exports prefill checkpoints every 64 tokens
+# (vllm.v1.attention.backends.gdn_attn.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT).
+ATTENTION_KERNEL_BLOCK = 16
+GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+def _mamba_page_and_model(vllm_config: Any) -> tuple[int, Any]:
+    """The model class's Mamba state page (one block) and the class, as
+    ``Platform._align_hybrid_block_size`` reads them."""
+    from vllm.model_executor.models import ModelRegistry
+    from vllm.v1.kv_cache_interface import MambaSpec
+
+    model_cls, _ = ModelRegistry.resolve_model_cls(vllm_config.model_config.architecture,
+                                                   model_config=vllm_config.model_config)
+    page = MambaSpec(shapes=model_cls.get_mamba_state_shape_from_config(vllm_config),
+                     dtypes=model_cls.get_mamba_state_dtype_from_config(vllm_config),
+                     block_size=-1).page_size_bytes
+    return page, model_cls
+
+
+def align_hybrid_block_size(vllm_config: Any) -> None:
+    """``Platform._align_hybrid_block_size`` for an attention/Mamba hybrid on
+    an H100 (vLLM runs it in the worker once the layers and their backends
+    exist, which a config-only build has not): the attention block grows
+    until its page holds a Mamba state, in steps of the kernel block made a
+    multiple of the prefill checkpoint alignment (``align`` mode), the Mamba
+    block equals it and the Mamba page is padded to the attention page."""
+    import math
+
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    cache_config = vllm_config.cache_config
+    model_config = vllm_config.model_config
+    attn_page_1 = FullAttentionSpec(block_size=1,
+                                    num_kv_heads=model_config.get_num_kv_heads(vllm_config.parallel_config),
+                                    head_size=model_config.get_head_size(),
+                                    dtype=torch.bfloat16).page_size_bytes
+    mamba_page, _ = _mamba_page_and_model(vllm_config)
+    step = max(ATTENTION_KERNEL_BLOCK, cache_config.block_size)
+    if cache_config.mamba_cache_mode == "align":
+        step = math.lcm(step, GDN_CHECKPOINT_ALIGNMENT)
+    block = step * -(-mamba_page // (step * attn_page_1))
+    block = ATTENTION_KERNEL_BLOCK * -(-block // ATTENTION_KERNEL_BLOCK)
+    cache_config.block_size = max(cache_config.block_size, block)
+    if cache_config.mamba_cache_mode == "align":
+        cache_config.mamba_block_size = cache_config.block_size
+    attn_page = cache_config.block_size * attn_page_1
+    if attn_page != mamba_page:
+        cache_config.mamba_page_size_padded = attn_page
+
+
+def _gdn_spec(vllm_config: Any) -> Any:
+    """A gated-delta-net layer's ``MambaSpec`` (``MambaBase.get_kv_cache_spec``
+    with Qwen3-Next's checkpoint export: one checkpoint block on the
+    prefix-cache grid)."""
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+    from vllm.v1.kv_cache_interface import MambaSpec
+
+    cache_config = vllm_config.cache_config
+    _, model_cls = _mamba_page_and_model(vllm_config)
+    return MambaSpec(
+        shapes=tuple(model_cls.get_mamba_state_shape_from_config(vllm_config)),
+        dtypes=model_cls.get_mamba_state_dtype_from_config(vllm_config),
+        block_size=cache_config.mamba_block_size, page_size_padded=cache_config.mamba_page_size_padded,
+        mamba_type=MambaAttentionBackendEnum.GDN_ATTN, tp_replicated=False,
+        mamba_cache_mode=cache_config.mamba_cache_mode, num_speculative_blocks=0,
+        num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=cache_config.mamba_block_size)
 
 
 def _model_dir(layout: Layout) -> str:
@@ -183,9 +268,12 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
     cache_config = CacheConfig(block_size=BLOCK_SIZE, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                                cache_dtype="auto", enable_prefix_caching=True)
     vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
-                             cache_config=cache_config, parallel_config=ParallelConfig())
+                             cache_config=cache_config,
+                             parallel_config=ParallelConfig(tensor_parallel_size=layout.tensor_parallel_size))
+    if "linear_attention" in layout.layer_types():
+        align_hybrid_block_size(vllm_config)
     register_all_kvcache_specs(vllm_config)
-    specs = [kv_cache_specs(layout)]
+    specs = [kv_cache_specs(layout, vllm_config)]
     # The layout the engine core resolves first; a worker with no backend
     # preference reports vLLM's default order.
     default_layouts = [layout.name for layout in get_supported_kv_cache_layouts([])]

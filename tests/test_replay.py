@@ -40,12 +40,22 @@ def test_layouts_are_grouped_and_sized_by_vllm() -> None:
         built = replay_layouts.build_scheduler(replay_layouts.load(name))
         kinds[name] = built.groups
         assert built.num_blocks == built.full_pool_blocks > 1000
+        if name == "qwen3-next-80b":
+            manager = built.scheduler.kv_cache_manager
+            assert built.block_size % 64 == 0 and built.block_size > 16
+            assert {type(m).__name__ for m in manager.coordinator.single_type_managers} == {
+                "MambaManager", "FullAttentionManager"}
+            assert built.scheduler.vllm_config.cache_config.mamba_cache_mode == "align"
+            continue
         assert built.block_size == built.hash_block_size == 16
         assert built.max_model_len == 131072
     assert kinds["gpt-oss-120b"] == ["SlidingWindowSpec x18", "FullAttentionSpec x18"]
     assert sorted(kinds["gemma-3-27b"]) == ["FullAttentionSpec x10"] + ["SlidingWindowSpec x8"] * 2 \
         + ["SlidingWindowSpec x9"] * 4
     assert kinds["llama-3.1-8b"] == ["FullAttentionSpec x32"]
+    # Qwen3-Next: 36 gated-delta-net layers in three Mamba groups, 12 full
+    # ones; the attention block grew to hold one Mamba state page (align mode).
+    assert kinds["qwen3-next-80b"] == ["MambaSpec x12"] * 3 + ["FullAttentionSpec x12"]
     half = replay_layouts.build_scheduler(replay_layouts.load("gpt-oss-120b"), pool_fraction=0.5)
     assert half.num_blocks == half.full_pool_blocks // 2
     assert half.scheduler.kv_cache_manager.block_pool.num_gpu_blocks == half.num_blocks
@@ -136,17 +146,21 @@ def test_bad_layout_arguments_name_the_argument() -> None:
             replay_layouts.build_scheduler(layout, pool_fraction=bad)  # type: ignore[arg-type]
 
 
-def test_step_model_is_the_stated_formula() -> None:
-    layout = replay_layouts.load("llama-3.1-8b")
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "qwen3-next-80b"])
+def test_step_model_is_the_stated_formula(name: str) -> None:
+    layout = replay_layouts.load(name)
+    tp = layout.tensor_parallel_size
     model = replay.StepModel.for_layout(layout)
-    assert model.fixed_ms == pytest.approx(layout.weights_bytes / (3.35e12 * 0.8) * 1e3)
-    assert model.us_per_token == pytest.approx(2 * layout.active_params / (989e12 * 0.4) * 1e6)
+    assert model.fixed_ms == pytest.approx(layout.weights_bytes / tp / (3.35e12 * 0.8) * 1e3)
+    assert model.us_per_token == pytest.approx(2 * layout.active_params / tp / (989e12 * 0.4) * 1e6)
     assert model.step_ms(1000) == pytest.approx(model.fixed_ms + model.us_per_token)
 
 
 def test_layer_kinds_follow_the_config() -> None:
     oss = replay_layouts.load("gpt-oss-120b").layer_types()
     assert oss[:4] == ["sliding_attention", "full_attention"] * 2 and len(oss) == 36
+    qwen = replay_layouts.load("qwen3-next-80b").layer_types()
+    assert qwen[:4] == ["linear_attention"] * 3 + ["full_attention"] and qwen.count("full_attention") == 12
     gemma = replay_layouts.load("gemma-3-27b").layer_types()
     assert gemma.count("full_attention") == 10 and gemma[5] == "full_attention"
     assert gemma[:5] == ["sliding_attention"] * 5
