@@ -30,8 +30,9 @@
  *     plain dict, make_block_hash_with_group_id not replaced (per call);
  *   - the pool is not changed during one lookup (the GIL is held for the
  *     whole call and nothing here lets other Python code run, except vLLM's
- *     get_one_block for keys holding several blocks and vLLM's
- *     resolve_block_hashes). The probe instances' proofs need a probe to
+ *     get_one_block for a key holding anything but a block or a non-empty
+ *     plain dict of blocks (those two are read in C, as it reads them) and
+ *     vLLM's resolve_block_hashes). The probe instances' proofs need a probe to
  *     answer the same for the same index within a call.
  */
 #define PY_SSIZE_T_CLEAN

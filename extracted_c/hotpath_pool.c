@@ -574,7 +574,22 @@ read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned 
         Py_INCREF(block);
         return block;
     }
-    /* Several blocks (or anything else) under the key: vLLM's own read and
+    /* Several blocks under the key: what vLLM's get_one_block returns for
+     * them (its source is fingerprinted, POOL_READ), the first value in the
+     * plain dict's insertion order, ``next(iter(blocks.values()))``; a block
+     * is true (checked at install). PyDict_Next runs no Python code. */
+    if (PyDict_CheckExact(block)) {
+        Py_ssize_t pos = 0;
+        PyObject *inner_key;
+        PyObject *first;
+
+        if (PyDict_Next(block, &pos, &inner_key, &first)
+            && Py_TYPE(first) == (PyTypeObject *)c->block_type) {
+            Py_INCREF(first);
+            return first;
+        }
+    }
+    /* Anything else under the key (an empty dict, another type): vLLM's own read and
      * vLLM's own truth test (``if not block``), with a key of its own. */
     key = PyBytes_FromStringAndSize(NULL, hash_len + 4);
     if (key == NULL) {
