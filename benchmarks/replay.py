@@ -163,7 +163,7 @@ class Side:
     """One scheduler and what it spent."""
 
     name: str
-    patch: Any  # the bench's Patch: the lookups put on vLLM's classes while it steps
+    patch: Any  # a harness.Patch: the lookups put on vLLM's classes while it steps
     scheduler: Any
     step_ns: list[int] = field(default_factory=list)
     lookup_ns: int = 0
@@ -280,14 +280,14 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
            on_patch: Any = None) -> dict[str, Any]:
     """Both sides through ``trace``; the receipt. The plugin-on side runs
     the plugin's lookups as ``install()`` builds them, or ``on_patch`` (a
-    ``bench_vllm.Patch``) when given: how a test shows that a wrong lookup
+    ``harness.Patch``) when given: how a test shows that a wrong lookup
     makes the run differ."""
     from vllm import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.request import Request
 
-    from benchmarks.bench_vllm import VLLM_PATCH, capture_impls, use
+    from benchmarks.harness import VLLM_PATCH, capture_impls, use
     from extracted_c import hotpath
 
     impls = capture_impls()

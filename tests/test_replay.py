@@ -79,7 +79,7 @@ def test_off_and_on_schedule_identically(sample: list[mooncake.TraceRequest]) ->
 
 def _short_by_one_block() -> Any:
     """A full-attention lookup that returns every hit one block short."""
-    from benchmarks.bench_vllm import FULL_ORIGINAL, ORIGINAL, Patch
+    from benchmarks.harness import FULL_ORIGINAL, ORIGINAL, Patch
     from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
     vllm_own = FULL_ORIGINAL.__get__(None, FullAttentionManager)
