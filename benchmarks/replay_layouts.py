@@ -256,6 +256,15 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
     from vllm.v1.structured_output import StructuredOutputManager
 
+    from vllm.platforms import current_platform
+
+    # vLLM's configs depend on the platform (an unresolved one turns the
+    # hybrid allocator off and treats every window as full attention): the
+    # replay is built on the CPU platform, which keeps vLLM's defaults here.
+    if not current_platform.is_cpu():
+        raise RuntimeError(f"the replay needs vLLM's CPU platform, this process resolved "
+                           f"{type(current_platform).__name__}: set VLLM_TARGET_DEVICE=cpu "
+                           "before vLLM is first imported")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     max_len = layout.max_model_len
     # max_model_len -1: vLLM's auto-fit, the model's whole context when one

@@ -3,6 +3,10 @@
 import os
 from collections import Counter
 
+# vLLM resolves its platform once, on first use: the CPU platform, as the
+# benches and the trace replay (tests/test_replay.py) build vLLM's configs.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
 import pytest
 
 from extracted_c import native
