@@ -83,8 +83,12 @@ def plot(runs: list[dict[str, Any]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     layouts = sorted({r["layout"] for r in runs})
-    fig, axes = plt.subplots(1, len(layouts), figsize=(5 * len(layouts), 4), squeeze=False)
-    for ax, layout in zip(axes[0], layouts):
+    cols = min(2, len(layouts))
+    rows = -(-len(layouts) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(layouts):]:
+        ax.set_visible(False)
+    for ax, layout in zip(axes.flat, layouts):
         for r in (r for r in runs if r["layout"] == layout):
             style = "-" if r["pool"] == "full" else "--"
             for name, color in (("off", "#222222"), ("on", "#1f5fbf")):
