@@ -253,14 +253,22 @@ class Server:
             time.sleep(0.005)
         return dict(applied)
 
-    def routers(self) -> list[dict[str, Any]]:
-        """The front end's data-parallel routers, from its stats file."""
-        time.sleep(0.5)  # the stats file is rewritten at most every 0.2 s
-        found = []
-        for path in self.stats_dir.glob("stats-*.json"):
-            data = json.loads(path.read_text())
-            found += data.get("dp_routing", {}).get("routers", [])
-        return found
+    def routers(self, decisions: int = 0, timeout_s: float = 20.0) -> list[dict[str, Any]]:
+        """The front end's data-parallel routers, from its stats file, once
+        one of them reports at least ``decisions`` routed requests or
+        ``timeout_s`` has passed. The file is rewritten by a daemon thread
+        at most every 0.2 s; on a loaded machine that thread can lag the
+        requests by many seconds (seen: 10 of 156 decisions after 0.5 s)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            time.sleep(0.5)
+            found = []
+            for path in self.stats_dir.glob("stats-*.json"):
+                data = json.loads(path.read_text())
+                found += data.get("dp_routing", {}).get("routers", [])
+            done = max((r.get("stats", {}).get("decisions", 0) for r in found), default=0)
+            if done >= decisions or time.monotonic() >= deadline:
+                return found
 
     def close(self) -> None:
         for sub in self.subs.values():
@@ -403,11 +411,12 @@ def main(argv: list[str]) -> int:
                 server = Server(index, model, model_dirs[model], spec, out_dir,
                                 args.startup_timeout, args.request_timeout)
                 try:
-                    rows += sequential(server, prompts, args.requests // len(SERVERS))
+                    sent = args.requests // len(SERVERS)
+                    rows += sequential(server, prompts, sent)
                     if args.concurrent and len(server.replicas) == 1:
                         rows += concurrent(server, prompts, args.concurrent // 2)
                     if spec[4]:
-                        routers = server.routers()
+                        routers = server.routers(decisions=sent)
                 finally:
                     server.close()
                 subs.update({r: dict(s.stats, complete=s.complete)
