@@ -165,3 +165,12 @@ def test_layer_kinds_follow_the_config() -> None:
     assert gemma.count("full_attention") == 10 and gemma[5] == "full_attention"
     assert gemma[:5] == ["sliding_attention"] * 5
     assert set(replay_layouts.load("llama-3.1-8b").layer_types()) == {"full_attention"}
+
+
+def test_suite_refuses_a_missing_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import replay_suite
+
+    with pytest.raises(SystemExit) as exc:
+        replay_suite.main(["--trace", "/no/such/trace.jsonl"])
+    assert exc.value.code == 2
+    assert "--trace" in capsys.readouterr().err
