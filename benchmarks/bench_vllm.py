@@ -1112,16 +1112,10 @@ SCHED_MODEL_CONFIG: dict[str, Any] = {
 
 
 def _scheduler_model_dir() -> str:
-    """A local model folder holding only ``SCHED_MODEL_CONFIG`` as its
-    ``config.json``, so ``ModelConfig`` needs no hub, weights or tokenizer."""
-    import tempfile
+    """A local model folder holding only ``SCHED_MODEL_CONFIG``."""
+    from benchmarks.replay_layouts import config_only_model_dir
 
-    import atexit
-
-    folder = Path(tempfile.mkdtemp(prefix="bench-vllm-model-"))
-    atexit.register(shutil.rmtree, folder, True)
-    (folder / "config.json").write_text(json.dumps(SCHED_MODEL_CONFIG))
-    return str(folder)
+    return config_only_model_dir(SCHED_MODEL_CONFIG, "bench-vllm-model-")
 
 
 def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budget: int,

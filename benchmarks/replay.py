@@ -246,7 +246,7 @@ def summary(side: Side) -> dict[str, Any]:
     total = sum(ms)
     return {
         "total_ms": total, "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99),
-        "max_ms": ms[-1] if n else 0.0, "mean_ms": total / n if n else 0.0,
+        "max_ms": q(1.0), "mean_ms": total / n if n else 0.0,
         "steps_over_ms": {str(limit): sum(1 for x in ms if x > limit) for limit in SLOW_STEP_MS},
         "lookup_ms": side.lookup_ns / 1e6, "lookups": side.lookups,
         "lookup_share": side.lookup_ns / 1e6 / total if total else 0.0,
@@ -254,8 +254,7 @@ def summary(side: Side) -> dict[str, Any]:
         "mamba_lookup_share": side.mamba_ns / 1e6 / total if total else 0.0,
         "prefix_cache_queries": side.queries, "prefix_cache_hits": side.hits,
         "hit_rate": side.hits / side.queries if side.queries else 0.0,
-        "cdf_ms": [q(i / (CDF_POINTS - 1)) if i < CDF_POINTS - 1 else ms[-1] if n else 0.0
-                   for i in range(CDF_POINTS)],
+        "cdf_ms": [q(i / (CDF_POINTS - 1)) for i in range(CDF_POINTS)],
     }
 
 
@@ -321,47 +320,45 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     run_started = time.perf_counter()
     gc.collect()
     gc.disable()
-    timers = contextlib.ExitStack()
-    timers.enter_context(mamba_timed())
     try:
-        while True:
-            while arrived < len(made) and trace[arrived].timestamp_ms <= clock_ms:
-                add(arrived)
-                arrived += 1
-            if not sides["off"].scheduler.has_requests():
-                if arrived >= len(made):
-                    break
-                clock_ms = float(trace[arrived].timestamp_ms)
-                continue
-            outs = {}
-            for side in order[steps % 2:] + order[:steps % 2]:
-                outs[side.name] = side.step(use)
-            forms = {name: step_form(out) for name, out in outs.items()}
-            if forms["off"] != forms["on"]:
-                first_diff = first_difference(steps, forms["off"], forms["on"])
-                steps += 1
-                break
-            digest.update(repr(forms["off"]).encode())
-            tokens = outs["off"].total_num_scheduled_tokens
-            steps += 1
-            if tokens:
-                clock_ms += model.step_ms(tokens)
-                idle = 0
-            else:
-                idle += 1
-                if idle > 2:  # nothing schedulable: wait for the next arrival
+        with mamba_timed():
+            while True:
+                while arrived < len(made) and trace[arrived].timestamp_ms <= clock_ms:
+                    add(arrived)
+                    arrived += 1
+                if not sides["off"].scheduler.has_requests():
                     if arrived >= len(made):
-                        raise RuntimeError(f"{layout.name}: stuck at step {steps} with "
-                                           f"{sides['off'].scheduler.get_num_unfinished_requests()} "
-                                           "requests unfinished and none schedulable")
-                    clock_ms = max(clock_ms, float(trace[arrived].timestamp_ms))
-            if steps % GC_EVERY == 0:
-                gc.collect()
-            if steps % 20000 == 0:
-                log(f"{layout.name}: step {steps}, {arrived}/{len(made)} arrived, "
-                    f"clock {clock_ms / 1000:.0f} s, {time.perf_counter() - run_started:.0f} s")
+                        break
+                    clock_ms = float(trace[arrived].timestamp_ms)
+                    continue
+                outs = {}
+                for side in order[steps % 2:] + order[:steps % 2]:
+                    outs[side.name] = side.step(use)
+                forms = {name: step_form(out) for name, out in outs.items()}
+                if forms["off"] != forms["on"]:
+                    first_diff = first_difference(steps, forms["off"], forms["on"])
+                    steps += 1
+                    break
+                digest.update(repr(forms["off"]).encode())
+                tokens = outs["off"].total_num_scheduled_tokens
+                steps += 1
+                if tokens:
+                    clock_ms += model.step_ms(tokens)
+                    idle = 0
+                else:
+                    idle += 1
+                    if idle > 2:  # nothing schedulable: wait for the next arrival
+                        if arrived >= len(made):
+                            raise RuntimeError(f"{layout.name}: stuck at step {steps} with "
+                                               f"{sides['off'].scheduler.get_num_unfinished_requests()} "
+                                               "requests unfinished and none schedulable")
+                        clock_ms = max(clock_ms, float(trace[arrived].timestamp_ms))
+                if steps % GC_EVERY == 0:
+                    gc.collect()
+                if steps % 20000 == 0:
+                    log(f"{layout.name}: step {steps}, {arrived}/{len(made)} arrived, "
+                        f"clock {clock_ms / 1000:.0f} s, {time.perf_counter() - run_started:.0f} s")
     finally:
-        timers.close()
         gc.enable()
     native = None
     if native_before is not None:

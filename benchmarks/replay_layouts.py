@@ -122,10 +122,12 @@ def kv_cache_specs(layout: Layout, vllm_config: Any) -> dict[str, Any]:
     heads = model_config.get_num_kv_heads(vllm_config.parallel_config)
     head_size = model_config.get_head_size()
     block_size = vllm_config.cache_config.block_size
+    kinds = layout.layer_types()
+    gdn = _gdn_spec(vllm_config) if "linear_attention" in kinds else None  # the same for every layer
     specs: dict[str, Any] = {}
-    for i, kind in enumerate(layout.layer_types()):
+    for i, kind in enumerate(kinds):
         if kind == "linear_attention":
-            specs[f"model.layers.{i}.linear_attn"] = _gdn_spec(vllm_config)
+            specs[f"model.layers.{i}.linear_attn"] = gdn
         elif kind == "sliding_attention":
             specs[f"model.layers.{i}.self_attn.attn"] = SlidingWindowSpec(
                 block_size=block_size, num_kv_heads=heads, head_size=head_size,
@@ -209,11 +211,12 @@ def _gdn_spec(vllm_config: Any) -> Any:
         num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=cache_config.mamba_block_size)
 
 
-def _model_dir(layout: Layout) -> str:
-    """A local model folder holding only the layout's ``config.json``."""
-    folder = Path(tempfile.mkdtemp(prefix=f"replay-{layout.name}-"))
+def config_only_model_dir(config: dict[str, Any], prefix: str) -> str:
+    """A local model folder holding only ``config`` as its ``config.json``
+    (removed at exit), so ``ModelConfig`` needs no hub, weights or tokenizer."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, folder, True)
-    (folder / "config.json").write_text(json.dumps(layout.config))
+    (folder / "config.json").write_text(json.dumps(config))
     return str(folder)
 
 
@@ -269,7 +272,7 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
     max_len = layout.max_model_len
     # max_model_len -1: vLLM's auto-fit, the model's whole context when one
     # request of it fits the pool, else the longest that does.
-    model_config = ModelConfig(model=_model_dir(layout), dtype="bfloat16", seed=0,
+    model_config = ModelConfig(model=config_only_model_dir(layout.config, f"replay-{layout.name}-"), dtype="bfloat16", seed=0,
                                skip_tokenizer_init=True, max_model_len=-1)
     scheduler_config = SchedulerConfig(
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
