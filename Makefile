@@ -302,7 +302,7 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 # vllm-upstream-tests runs before test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: setup verify-c vllm-upstream-tests test ffi-test-asan upstream-patch upstream-findings upstream-routers proofs bench-quick e2e e2e-replicas \
+check: setup verify-c vllm-upstream-tests test ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 
@@ -321,6 +321,7 @@ clean:
 include mk/vllm-upstream.mk
 include mk/upstream-patch.mk
 include mk/upstream-findings.mk
+include mk/upstream-events.mk
 include mk/upstream-routers.mk
 include mk/python-matrix.mk
 include mk/vllm-releases.mk

@@ -259,22 +259,23 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load_fix(fid: str, seen: tuple[str, ...] = ()) -> Fix:
-    path = FIXES / f"{fid}.py"
+def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
+    """The fix ``fixes/<fid>.py`` (another patch keeps its fix file elsewhere)."""
+    path = fixes / f"{fid}.py"
     if not path.is_file():
         raise SystemExit(f"no fix file {path.relative_to(ROOT)}")
     text = path.read_text()
     tree = ast.parse(text)
     use = _literal(tree, "USE", None)
     if use is not None:
-        inner = load_fix(str(use), seen + (fid,))
+        inner = load_fix(str(use), seen + (fid,), fixes)
         inner.fid, inner.files = fid, (str(path.relative_to(ROOT)),) + inner.files
         return inner
     fix = Fix(fid, (str(path.relative_to(ROOT)),))
     for part in _literal(tree, "COMBINE", []):  # type: ignore[union-attr]
         if part in seen:
             raise SystemExit(f"{fid}: cyclic COMBINE/USE through {part}")
-        sub = load_fix(part, seen + (fid,))
+        sub = load_fix(part, seen + (fid,), fixes)
         fix.files += tuple(f for f in sub.files if f not in fix.files)
         fix.base.update(sub.base)
         fix.after.update(sub.after)
@@ -302,8 +303,8 @@ def load_fix(fid: str, seen: tuple[str, ...] = ()) -> Fix:
     fix.base.update(_literal(tree, "BASE", {}))  # type: ignore[arg-type]
     fix.after.update(_literal(tree, "AFTER", {}))  # type: ignore[arg-type]
     for target, name in _literal(tree, "NEW_FILES", {}).items():  # type: ignore[union-attr]
-        fix.new_files[target] = new_module_text(FIXES / name)
-        fix.files += (str((FIXES / name).relative_to(ROOT)),)
+        fix.new_files[target] = new_module_text(fixes / name)
+        fix.files += (str((fixes / name).relative_to(ROOT)),)
     for reps in fix.targets.values():
         for rep in reps:
             if "+" in rep.origin and rep.qualname not in own:
@@ -373,9 +374,10 @@ def root_of(target: str, stock: Path) -> Path:
     raise SystemExit(f"cannot place {target}: only vllm/... and tests/... are patched")
 
 
-def build(fid: str, stock: Path, copy: bool = True) -> Built:
-    """Steps 2-4 for one fix (3, the copies, only with ``copy``)."""
-    fix = load_fix(fid)
+def build(fid: str, stock: Path, copy: bool = True, fixes: Path = FIXES, out: Path = BUILD) -> Built:
+    """Steps 2-4 for one fix (3, the copies, only with ``copy``); the fix
+    file is ``fixes/<fid>.py``, the patch and the copies go to ``out``."""
+    fix = load_fix(fid, fixes=fixes)
     patched: dict[str, str] = {}
     originals: dict[str, str | None] = {}
     for target, reps in sorted(fix.targets.items()):
@@ -388,7 +390,7 @@ def build(fid: str, stock: Path, copy: bool = True) -> Built:
         originals[target] = None
         patched[target] = text
     # 4. the diff
-    BUILD.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     chunks = []
     for target in sorted(patched):
         old = originals[target]
@@ -406,7 +408,7 @@ def build(fid: str, stock: Path, copy: bool = True) -> Built:
         f"# against the installed vLLM {VLLM_VERSION} (vllm/) and its sdist tests (tests/); paths are those of a\n"
         f"# vLLM source checkout: patch -p1 -d <checkout> < {fid}.patch\n"
     )
-    patch_path = BUILD / f"{fid}.patch"
+    patch_path = out / f"{fid}.patch"
     patch_path.write_text(header + diff)
     _prove_applies(fid, patch_path, originals, patched)
     digest = sha256(json.dumps(sorted(patched.items())))
@@ -415,17 +417,17 @@ def build(fid: str, stock: Path, copy: bool = True) -> Built:
         if target.startswith("tests/") for rep in reps
     )
     if not copy:
-        return Built(fid, fix, BUILD / f"site-{fid}", patch_path, tuple(sorted(patched)), digest,
+        return Built(fid, fix, out / f"site-{fid}", patch_path, tuple(sorted(patched)), digest,
                      diff.count("\n"), SDIST, updated)
     # 3. the temporary copies: vLLM, and vLLM's tests when the fix updates some
-    site = BUILD / f"site-{fid}"
+    site = out / f"site-{fid}"
     if site.exists():
         shutil.rmtree(site)
     site.mkdir(parents=True)
     subprocess.run(["cp", "-al", str(stock / "vllm"), str(site / "vllm")], check=True)
     tests_root = SDIST
     if any(t.startswith("tests/") for t in patched):
-        tests_root = BUILD / f"sdist-{fid}"
+        tests_root = out / f"sdist-{fid}"
         if tests_root.exists():
             shutil.rmtree(tests_root)
         tests_root.mkdir(parents=True)
@@ -450,7 +452,7 @@ def build(fid: str, stock: Path, copy: bool = True) -> Built:
 def _prove_applies(fid: str, patch_path: Path, originals: dict[str, str | None], patched: dict[str, str]) -> None:
     """``patch -p1`` the diff onto real copies of the original files; the
     result must be exactly the patched text."""
-    with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
+    with tempfile.TemporaryDirectory(dir=patch_path.parent) as tmp:
         for target, old in originals.items():
             if old is not None:
                 dest = Path(tmp) / target
@@ -635,11 +637,13 @@ def test_paths(files: tuple[str, ...]) -> tuple[str, ...]:
 
 def run_vllm_tests(
     label: str, site: Path | None, paths: tuple[str, ...], hf_home: Path, stock: Path, root: Path = SDIST,
+    out: Path = BUILD,
 ) -> tuple[Result, dict[str, str]]:
     """vLLM's own tests ``paths`` (of the test tree ``root``) on the stock
-    vLLM (``site`` None) or a patched copy; the outcome of every test."""
+    vLLM (``site`` None) or a patched copy; the outcome of every test (the
+    junit report goes to ``out``)."""
     t0 = time.monotonic()
-    junit = BUILD / f"vllm-tests-{label}.xml"
+    junit = out / f"vllm-tests-{label}.xml"
     if junit.exists():
         junit.unlink()
     env = clean_env(site, (HERE, SDIST_SITE))
@@ -723,8 +727,9 @@ install_test_deps
     subprocess.run(["bash", "-c", prog], check=True)
 
 
-def hf_cache() -> Path:
-    home = BUILD / "hf-home"
+def hf_cache(out: Path = BUILD) -> Path:
+    """An offline Hugging Face cache (config.json of each model the tests name)."""
+    home = out / "hf-home"
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
