@@ -1,5 +1,5 @@
-"""Build of the native hot path, ``extracted_c._hotpath`` (everything else
-is in pyproject.toml).
+"""Build of the native hot path, ``extracted_c._hotpath``, and of kv_index's
+native core, ``kv_index._kvnative`` (everything else is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
 apart from the glue. ``extracted_c/prefix_cache_probe.c``,
@@ -10,7 +10,11 @@ are compiled with the flags ``make lib`` uses for the library (C99,
 pedantic, warnings as errors); the CPython glue
 (``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
 compiled with Python's own flags plus GLUE_FLAGS (warnings as errors); all
-are linked into one extension module.
+are linked into one extension module. ``kv_index._kvnative`` is built the
+same way: the proved ``extracted_c/prefix_cache.c`` and ``extracted_c/joint.c``
+(mask instance, unchanged) with the library's flags, its glue
+(``extracted_c/kvindex_module.c``, ``extracted_c/kvindex_sha256.c``) with
+Python's flags plus GLUE_FLAGS.
 
 A failed native build (no C compiler, no Python headers, a compile error)
 fails the install, with a message that says why and how to install without
@@ -46,6 +50,10 @@ CORE_SOURCES = [
 ]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
+KV_CORE_SOURCES = ["extracted_c/prefix_cache.c", "extracted_c/joint.c"]
+KV_GLUE_SOURCES = ["extracted_c/kvindex_module.c", "extracted_c/kvindex_sha256.c"]
+# The proved C each extension links, compiled apart from its glue.
+CORE = {"extracted_c._hotpath": CORE_SOURCES, "kv_index._kvnative": KV_CORE_SOURCES}
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
 
 NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
@@ -78,7 +86,7 @@ class BuildHotPath(build_ext):
     def build_extension(self, ext: Extension) -> None:
         try:
             objects = self.compiler.compile(
-                CORE_SOURCES,
+                CORE[ext.name],
                 output_dir=self.build_temp,
                 include_dirs=["extracted_c"],
                 extra_postargs=CORE_FLAGS,
@@ -89,7 +97,7 @@ class BuildHotPath(build_ext):
         except Exception as exc:  # no compiler, missing headers, a failed compile
             why = (
                 "\nswa-prefix-cache: could not build the native hot path "
-                f"(extracted_c._hotpath): {exc}\n"
+                f"({ext.name}): {exc}\n"
                 "  Is a C compiler (gcc or clang) and the Python headers installed?\n"
             )
             if native_mode() == "required":
@@ -103,7 +111,7 @@ class BuildHotPath(build_ext):
             sys.stderr.write(
                 why + f"  {NATIVE_ENV}=optional: the package is installed without it; "
                 "vLLM\n  lookups will use the pure-Python stride search (slower, same "
-                "answers).\n\n")
+                "answers; kv_index scores with its pure-Python reference).\n\n")
 
 
 if os.environ.get(LEGACY_REQUIRE_ENV) == "1" and NATIVE_ENV not in os.environ:
@@ -128,7 +136,16 @@ setup(
                      "extracted_c/offload_lookup_probe.c", "extracted_c/hotpath_pool.h",
                      "extracted_c/hotpath_dict.h", "extracted_c/hotpath_siphash.h"],
             extra_compile_args=GLUE_FLAGS,
-        )
+        ),
+        Extension(
+            "kv_index._kvnative",
+            sources=KV_GLUE_SOURCES,
+            include_dirs=["extracted_c"],
+            depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
+                     "extracted_c/joint.c", "extracted_c/joint.h",
+                     "extracted_c/kvindex_sha256.h"],
+            extra_compile_args=GLUE_FLAGS,
+        ),
     ],
     cmdclass={"build_ext": BuildHotPath},
 )

@@ -21,36 +21,175 @@ vLLM's rules: one group = ``UnitaryKVCacheCoordinator`` (alignment = block
 size, EAGLE drop as flagged); several = ``HybridKVCacheCoordinator``'s
 fixed point (``pyspec.joint.joint_lookup``); the cap is the prompt length
 minus one (``get_computed_blocks``' default ``max_cache_hit_length``).
+
+Two cores, one answer. The native core (kv_index/native.py: the extension
+``kv_index._kvnative``) is the production path: the chain in C (sha256;
+sha256_cbor stays in Python), each group's keys in a C hash set, the
+masks and the proved ``group_hit`` / ``joint_lookup`` of extracted_c/joint.c
+in one call per replica. The pure-Python path above (dicts and pyspec) is
+the reference, and the fallback when the extension is not built (said once
+in the log); ``KVIndex(native=False)`` asks for it. tests/test_kv_native.py
+checks that both answer the same.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
+from kv_index import native as _native_loader
 from kv_index.events import CLEARED, GPU_MEDIA, STORED, read_batch
-from kv_index.hashing import event_key, prompt_block_hashes
+from kv_index.hashing import event_key, none_hash, prompt_block_hashes
 from kv_index.layout import SLIDING_WINDOW, ReplicaLayout
-from pyspec.joint import Group, group_hit, joint_lookup
+from pyspec.joint import Group, attention_groups, group_hit, joint_lookup
+
+# The proved C's range for block sizes, windows and the alignment (joint.h:
+# PC_MAX_BLOCKS); a layout beyond it is scored by the reference.
+_C_LIMIT = 1 << 62
+
+
+class _DictKeys:
+    """The reference key store: per key, stores minus removes, in a dict."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+
+    @staticmethod
+    def prepare(block_hashes: Sequence[Any]) -> list[int]:
+        """An event's keys (TypeError for a hash that is neither bytes nor int)."""
+        return [event_key(h) for h in block_hashes]
+
+    def store(self, keys: list[int]) -> None:
+        counts = self.counts
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+
+    def remove(self, keys: list[int]) -> int:
+        """One remove of each key; returns how many it did not hold."""
+        counts, unknown = self.counts, 0
+        for key in keys:
+            count = counts.get(key)
+            if count is None:
+                unknown += 1
+            elif count == 1:
+                del counts[key]
+            else:
+                counts[key] = count - 1
+        return unknown
+
+    def clear(self) -> None:
+        self.counts.clear()
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.counts
+
+
+class _NativeKeys:
+    """The native key store: uint64 keys in a C ``KeySet``; an int key
+    outside [0, 2**64) (an event can carry one; no prompt key is one) in a
+    dict beside it, so that counts and stats are the reference's."""
+
+    def __init__(self, native: ModuleType) -> None:
+        self.set = native.KeySet()
+        self.big = _DictKeys()
+
+    def store(self, prepared: tuple[bytes, list[int]]) -> None:
+        packed, big = prepared
+        self.set.add(packed)
+        if big:
+            self.big.store(big)
+
+    def remove(self, prepared: tuple[bytes, list[int]]) -> int:
+        packed, big = prepared
+        unknown = self.set.remove(packed)
+        return unknown + self.big.remove(big) if big else unknown
+
+    def clear(self) -> None:
+        self.set.clear()
+        self.big.clear()
+
+    def __len__(self) -> int:
+        return len(self.set) + len(self.big)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.set or key in self.big
+
+
+def _plan(layout: ReplicaLayout) -> tuple[tuple[int, int, int, int, tuple[int, ...]], ...] | None:
+    """The replica's attention groups for the native score, as
+    ``pyspec.attention_groups`` merges them (equal specs; full attention
+    first): ``(block_size, sliding_window, is_full, eagle, members)``; None
+    when a value is beyond the proved C's range."""
+    groups = [Group(g.block_size, g.sliding_window if g.kind == SLIDING_WINDOW else None, g.eagle, ())
+              for g in layout.groups]
+    plan = tuple((a.block_size, 0 if a.sliding_window is None else a.sliding_window,
+                  int(a.is_full), int(a.eagle), a.members) for a in attention_groups(groups))
+    if layout.alignment_tokens > _C_LIMIT or any(
+            bs > _C_LIMIT or abs(window) > _C_LIMIT for bs, window, *_ in plan):
+        return None
+    return plan
 
 
 class _Replica:
-    def __init__(self, layout: ReplicaLayout) -> None:
+    def __init__(self, layout: ReplicaLayout, native: ModuleType | None) -> None:
         self.layout = layout
-        self.keys: list[dict[int, int]] = [{} for _ in layout.groups]
         self.stats: Counter[str] = Counter()
+        self.keys: list[Any]
+        if native is None:
+            self.keys = [_DictKeys() for _ in layout.groups]
+            self.prepare = _DictKeys.prepare
+            self.plan = None
+        else:
+            self.keys = [_NativeKeys(native) for _ in layout.groups]
+            self.prepare = native.keys_of
+            self.plan = _plan(layout)
+            self.keysets = tuple(k.set for k in self.keys)
+        self._none_hash: bytes | None = None
+
+    def none_hash(self) -> bytes:
+        if self._none_hash is None:
+            self._none_hash = none_hash(self.layout.hash_algo, self.layout.none_hash_seed)
+        return self._none_hash
 
     def clear(self) -> None:
         for keys in self.keys:
             keys.clear()
 
 
-class KVIndex:
-    """The cached blocks of several replicas, from their KV events."""
+def _check_tokens(prompt_token_ids: Sequence[int]) -> None:
+    if not all(type(t) is int for t in prompt_token_ids):
+        raise TypeError("prompt_token_ids must hold ints only")
 
-    def __init__(self) -> None:
+
+class KVIndex:
+    """The cached blocks of several replicas, from their KV events.
+
+    ``native``: None (default) scores with the native core when it is built,
+    else with the pure-Python reference; True requires the native core
+    (``NativeUnavailable`` otherwise); False uses the reference."""
+
+    def __init__(self, native: bool | None = None) -> None:
+        if native is not None and type(native) is not bool:
+            raise TypeError(f"native must be a bool or None, not {type(native).__name__}")
         self._replicas: dict[str, _Replica] = {}
+        if native is None:
+            self._native = _native_loader.load()
+        elif native:
+            self._native = _native_loader.require()
+        else:
+            self._native = None
+
+    @property
+    def core(self) -> str:
+        """Which core answers: ``"native"`` (kv_index._kvnative: C chain,
+        C key sets, the proved joint.c) or ``"python"`` (the reference)."""
+        return "python" if self._native is None else "native"
 
     def add_replica(self, name: str, layout: ReplicaLayout) -> None:
         if type(name) is not str:
@@ -59,7 +198,7 @@ class KVIndex:
             raise TypeError(f"layout must be a ReplicaLayout, not {type(layout).__name__}")
         if name in self._replicas:
             raise ValueError(f"name: replica {name!r} is already added")
-        self._replicas[name] = _Replica(layout)
+        self._replicas[name] = _Replica(layout, self._native)
 
     def remove_replica(self, name: str) -> None:
         self._replica(name)
@@ -90,44 +229,41 @@ class KVIndex:
     def apply(self, name: str, batch: Any) -> int:
         """Apply one ``KVEventBatch`` (the object or its msgpack bytes) from
         replica ``name``; returns the number of events applied. A malformed
-        batch raises ValueError / TypeError before anything is applied."""
+        batch (a bad group, a block hash neither bytes nor int) raises
+        ValueError / TypeError before anything is applied."""
         replica = self._replica(name)
         events, _rank = read_batch(batch)
         groups = len(replica.layout.groups)
+        prepared = []
         for event in events:
             if event.kind == CLEARED or event.medium not in GPU_MEDIA:
+                prepared.append(None)
                 continue
             if event.group_idx is None and groups != 1:
                 raise ValueError(f"batch: a {event.kind} without group_idx for a {groups}-group replica")
             g = 0 if event.group_idx is None else event.group_idx
             if type(g) is not int or not 0 <= g < groups:
                 raise ValueError(f"batch: group_idx {g!r} out of range for {groups} groups")
-        for event in events:
-            replica.stats["events"] += 1
+            prepared.append(replica.prepare(event.block_hashes))
+        stats = replica.stats
+        for event, keys in zip(events, prepared):
+            stats["events"] += 1
             if event.kind == CLEARED:
                 replica.clear()
-                replica.stats["clears"] += 1
+                stats["clears"] += 1
                 continue
             if event.medium not in GPU_MEDIA:
-                replica.stats["skipped_other_medium"] += 1
+                stats["skipped_other_medium"] += 1
                 continue
-            keys = replica.keys[0 if event.group_idx is None else event.group_idx]
+            store = replica.keys[0 if event.group_idx is None else event.group_idx]
             if event.kind == STORED:
-                for block_hash in event.block_hashes:
-                    key = event_key(block_hash)
-                    keys[key] = keys.get(key, 0) + 1
-                replica.stats["stored"] += len(event.block_hashes)
+                store.store(keys)
+                stats["stored"] += len(event.block_hashes)
                 continue
-            for block_hash in event.block_hashes:
-                key = event_key(block_hash)
-                count = keys.get(key)
-                if count is None:
-                    replica.stats["removed_unknown"] += 1
-                elif count == 1:
-                    del keys[key]
-                else:
-                    keys[key] = count - 1
-            replica.stats["removed"] += len(event.block_hashes)
+            unknown = store.remove(keys)
+            if unknown:
+                stats["removed_unknown"] += unknown
+            stats["removed"] += len(event.block_hashes)
         return len(events)
 
     def score(self, prompt_token_ids: Sequence[int]) -> dict[str, int]:
@@ -135,8 +271,39 @@ class KVIndex:
         for a plain prompt of these token ids now."""
         if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
             raise TypeError("prompt_token_ids must be a sequence of ints")
-        if not all(type(t) is int for t in prompt_token_ids):
-            raise TypeError("prompt_token_ids must hold ints only")
+        if self._native is None:
+            return self._score_reference(prompt_token_ids)
+        native = self._native
+        chains: dict[tuple[int, str, str], bytes] = {}
+        checked = False
+        scores = {}
+        max_len = len(prompt_token_ids) - 1
+        for name, replica in self._replicas.items():
+            layout = replica.layout
+            chain = (layout.hash_block_size, layout.hash_algo, layout.none_hash_seed)
+            keys = chains.get(chain)
+            if keys is None:
+                if layout.hash_algo == "sha256":
+                    keys = native.prompt_block_keys(prompt_token_ids, layout.hash_block_size,
+                                                    replica.none_hash())
+                if keys is None:  # sha256_cbor, or tokens the C encoder declines
+                    _check_tokens(prompt_token_ids)
+                    keys = array("Q", [event_key(h) for h in
+                                       prompt_block_hashes(prompt_token_ids, *chain)]).tobytes()
+                checked = True
+                chains[chain] = keys
+            if replica.plan is None:
+                scores[name] = _hit(replica, array("Q", keys).tolist(), max_len)
+            else:
+                scores[name] = native.score(replica.plan, replica.keysets, keys,
+                                            layout.hash_block_size, layout.alignment_tokens,
+                                            max_len, len(layout.groups) > 1)
+        if not checked:
+            _check_tokens(prompt_token_ids)
+        return scores
+
+    def _score_reference(self, prompt_token_ids: Sequence[int]) -> dict[str, int]:
+        _check_tokens(prompt_token_ids)
         chains: dict[tuple[int, str, str], list[int]] = {}
         scores = {}
         for name, replica in self._replicas.items():
@@ -149,7 +316,8 @@ class KVIndex:
 
 
 def _hit(replica: _Replica, keys: list[int], max_cache_hit_length: int) -> int:
-    """The replica's hit for a prompt whose block-hash keys are ``keys``."""
+    """The replica's hit for a prompt whose block-hash keys are ``keys``
+    (the reference: pyspec)."""
     if max_cache_hit_length <= 0:
         return 0
     layout = replica.layout

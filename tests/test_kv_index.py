@@ -6,8 +6,12 @@ objects or as the msgpack bytes vLLM's publisher sends), and for random
 probe prompts ``index.score`` must equal the manager's own
 ``get_computed_blocks`` hit, every time.
 
-``PREFIX_CACHE_KV_INDEX_CASES`` sets the number of compared probes of the
-main test (default 3,000).
+The index scores with its production core, the native one
+(kv_index._kvnative: C chain, C key sets, the proved joint.c) when it is
+built (required under ``PREFIX_CACHE_REQUIRE_NATIVE=1``); half the replicas
+hash with sha256 (the chain in C), half with sha256_cbor (the chain in
+Python). ``PREFIX_CACHE_KV_INDEX_CASES`` sets the number of compared probes
+of the main test (default 3,000).
 """
 
 from __future__ import annotations
@@ -36,8 +40,12 @@ from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
 from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
 from kv_index.events import read_batch  # noqa: E402
 from kv_index.hashing import event_key, none_hash, prompt_block_hashes  # noqa: E402
+from kv_index.native import load as load_native  # noqa: E402
 
 CASES = int(os.environ.get("PREFIX_CACHE_KV_INDEX_CASES", "3000"))
+NATIVE = load_native()  # None: not built (then the reference answers), logged
+NATIVE_SHA256 = ["portable"] + (["sha-ni"] if NATIVE is not None
+                                and NATIVE.sha256_impl() == "sha-ni" else [])
 REMOVED = [0]  # BlockRemoved keys the index applied (evictions happened)
 ALGOS = {"sha256": sha256, "sha256_cbor": sha256_cbor}
 
@@ -63,6 +71,15 @@ def test_hash_chain_is_vllms(algo: str) -> None:
             request.block_hashes = hasher(request)
         got = prompt_block_hashes(request.prompt_token_ids, h, algo, seed)
         assert got == list(request.block_hashes)
+        if algo == "sha256" and NATIVE is not None:  # the C chain, both SHA-256 codes
+            for impl in NATIVE_SHA256:
+                before = NATIVE.use_sha256(impl)
+                try:
+                    native = NATIVE.prompt_block_hashes(request.prompt_token_ids, h,
+                                                        none_hash(algo, seed))
+                finally:
+                    NATIVE.use_sha256(before)
+                assert native == list(request.block_hashes), impl
     kv_cache_utils.init_none_hash(sha256_cbor)
 
 
@@ -102,11 +119,11 @@ SCENARIOS = [
 ]
 
 
-def _layout(scenario: Scenario, num_blocks: int) -> ReplicaLayout:
+def _layout(scenario: Scenario, num_blocks: int, algo: str) -> ReplicaLayout:
     config = scenario.kv_cache_config(num_blocks)
     layout = ReplicaLayout.from_kv_cache_config(
         config, hash_block_size=scenario.hash_block_size, use_eagle=scenario.use_eagle,
-        hash_algo="sha256_cbor", none_hash_seed=kv_cache_utils.get_none_hash_seed(),
+        hash_algo=algo, none_hash_seed=kv_cache_utils.get_none_hash_seed(),
     )
     assert layout.alignment_tokens == scenario.scheduler_block_size
     return layout
@@ -133,9 +150,9 @@ class Replica:
     workload: prefill, sometimes a few decode steps (a sliding-window group
     then frees what left the window), frees, evictions on a small pool."""
 
-    def __init__(self, scenario: Scenario, rng: random.Random) -> None:
-        kv_cache_utils.init_none_hash(sha256_cbor)
-        self.scenario, self.rng = scenario, rng
+    def __init__(self, scenario: Scenario, rng: random.Random, algo: str = "sha256_cbor") -> None:
+        kv_cache_utils.init_none_hash(ALGOS[algo])  # read by vLLM's hasher at each call
+        self.scenario, self.rng, self.algo = scenario, rng, algo
         h = scenario.hash_block_size
         num_blocks = rng.randint(20, 200)
         self.manager = KVCacheManager(
@@ -144,16 +161,27 @@ class Replica:
             hash_block_size=h, enable_caching=True, use_eagle=scenario.use_eagle,
             enable_kv_cache_events=True,
         )
-        self.layout = _layout(scenario, num_blocks)
+        self.layout = _layout(scenario, num_blocks, algo)
         self.work = Workload(rng, h)
         self.live: list = []
         self.served = 0
+
+    def request(self, request_id: str, prompt: list[int]):  # noqa: ANN201
+        """A real Request of ``prompt``, hashed by vLLM's hasher with this
+        replica's algorithm."""
+        h = self.scenario.hash_block_size
+        request = _make_request(self.rng, request_id, 0, h, prompt)  # sha256_cbor
+        if self.algo != "sha256_cbor":
+            request._block_hasher = kv_cache_utils.get_request_block_hasher(h, ALGOS[self.algo])
+            request.block_hashes = []
+            request.update_block_hashes()
+        return request
 
     def serve(self) -> KVEventBatch | None:
         """One request in, a few out; the events they made, as a batch."""
         rng, manager, h = self.rng, self.manager, self.scenario.hash_block_size
         self.served += 1
-        request = _make_request(rng, f"s{self.served}", 0, h, self.work.prompt())
+        request = self.request(f"s{self.served}", self.work.prompt())
         blocks, hit, _ = manager.get_computed_blocks(request)
         if manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is not None:
             self.live.append(request)
@@ -170,7 +198,7 @@ class Replica:
     def probe(self) -> tuple[list[int], int]:
         """A prompt and the hit vLLM's ``get_computed_blocks`` gives it now."""
         prompt = self.work.prompt()
-        probe = _make_request(self.rng, "probe", 0, self.scenario.hash_block_size, prompt)
+        probe = self.request("probe", prompt)
         return prompt, self.manager.get_computed_blocks(probe)[1]
 
     def close(self) -> None:
@@ -178,10 +206,11 @@ class Replica:
             self.manager.free(request)
 
 
-def _run(scenario: Scenario, rng: random.Random, probes: int) -> tuple[int, int]:
+def _run(scenario: Scenario, rng: random.Random, probes: int, algo: str) -> tuple[int, int]:
     """Serve and probe one replica; returns (probes compared, probes that hit)."""
-    replica = Replica(scenario, rng)
+    replica = Replica(scenario, rng, algo)
     index = KVIndex()
+    assert index.core == ("python" if NATIVE is None else "native")
     index.add_replica("r0", replica.layout)
     done = hits = 0
     for step in range(probes // 2):
@@ -203,10 +232,12 @@ def _run(scenario: Scenario, rng: random.Random, probes: int) -> tuple[int, int]
 
 def test_index_scores_what_get_computed_blocks_returns() -> None:
     rng = random.Random(20261202)
-    done = hits = 0
+    done = hits = runs = 0
     while done < CASES:
         for scenario in SCENARIOS:
-            d, k = _run(scenario, rng, max(10, min(60, (CASES - done) // 2)))
+            runs += 1
+            algo = ("sha256", "sha256_cbor")[runs % 2]
+            d, k = _run(scenario, rng, max(10, min(60, (CASES - done) // 2)), algo)
             done, hits = done + d, hits + k
             if done >= CASES:
                 break

@@ -1,0 +1,69 @@
+"""Loader of kv_index's native core, the extension ``kv_index._kvnative``
+(built by setup.py like ``extracted_c._hotpath``; glue:
+extracted_c/kvindex_module.c and kvindex_sha256.c; lookups: the proved
+extracted_c/joint.c and prefix_cache.c, compiled unchanged).
+
+When it is not built (``SWA_PREFIX_CACHE_NATIVE=optional`` without a C
+compiler, free-threaded CPython), ``KVIndex`` scores with the pure-Python
+reference (pyspec: same answers, slower) and says so once in the log.
+``$PREFIX_CACHE_KVNATIVE``, if set, names the extension file to load
+instead (the ASan + UBSan build, a test's mutant);
+``PREFIX_CACHE_REQUIRE_NATIVE=1`` turns a missing extension into an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+from types import ModuleType
+
+logger = logging.getLogger("kv_index")
+
+MODULE = "kv_index._kvnative"
+PATH_ENV = "PREFIX_CACHE_KVNATIVE"
+REQUIRE_ENV = "PREFIX_CACHE_REQUIRE_NATIVE"
+
+_module: ModuleType | None = None
+_why: str | None = None
+
+
+class NativeUnavailable(ImportError):
+    """The extension was not built or cannot be loaded."""
+
+
+def _import() -> ModuleType:
+    path = os.environ.get(PATH_ENV)
+    if not path:
+        return importlib.import_module(MODULE)
+    spec = importlib.util.spec_from_file_location(MODULE, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{PATH_ENV}={path}: not an extension module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load() -> ModuleType | None:
+    """The extension, loaded once; None when it cannot be (logged once),
+    or NativeUnavailable when ``PREFIX_CACHE_REQUIRE_NATIVE=1``."""
+    global _module, _why
+    if _module is None and _why is None:
+        try:
+            _module = _import()
+        except ImportError as exc:
+            _why = f"{os.environ.get(PATH_ENV) or MODULE} cannot be loaded ({exc})"
+            logger.warning("kv_index: the native core %s; scoring with the pure-Python "
+                           "reference (pyspec: same answers, slower)", _why)
+    if _module is None and os.environ.get(REQUIRE_ENV) == "1":
+        raise NativeUnavailable(f"kv_index: the native core {_why} ({REQUIRE_ENV}=1)")
+    return _module
+
+
+def require() -> ModuleType:
+    """The extension, or NativeUnavailable saying why not."""
+    module = load()
+    if module is None:
+        raise NativeUnavailable(f"kv_index: the native core {_why}")
+    return module
