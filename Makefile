@@ -84,12 +84,15 @@ apt-tools:
 	fi
 
 # ---- native core -------------------------------------------------------------
-# The hot path: the extension extracted_c._hotpath (setup.py), rebuilt in
-# place when its sources change. `pip install .` builds the same thing.
+# The hot path: the extension extracted_c._hotpath (setup.py), and kv_index's
+# native core kv_index._kvnative (its glue KVNATIVE_C around the proved
+# joint.c and prefix_cache.c), rebuilt in place when their sources change.
+# `pip install .` builds the same things.
 HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
 	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
 	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
-HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) setup.py
+KVNATIVE_C := extracted_c/kvindex_module.c extracted_c/kvindex_sha256.c extracted_c/kvindex_sha256.h
+HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
 ext: $(HOTPATH_STAMP)
@@ -97,7 +100,7 @@ ext: $(HOTPATH_STAMP)
 $(HOTPATH_STAMP): $(STAMP) $(HOTPATH_SRC)
 	mkdir -p $(dir $@)
 	$(BUILD_ENV) $(PY) setup.py -q build_ext --inplace
-	$(PY) -c "import extracted_c._hotpath"
+	$(PY) -c "import extracted_c._hotpath, kv_index._kvnative"
 	touch $@
 
 lib: $(LIB)
@@ -111,8 +114,12 @@ $(LIB): $(C_SRC)
 HOTPATH_ASAN := build/asan/_hotpath.so
 HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/full_attention_probe.c \
 	extracted_c/offload_lookup_probe.c extracted_c/hotpath_pool.c extracted_c/hotpath_module.c
+# kv_index._kvnative instrumented the same way, loaded through $PREFIX_CACHE_KVNATIVE.
+KVNATIVE_ASAN := build/asan/_kvnative.so
+KVNATIVE_ASAN_SRC := extracted_c/prefix_cache.c extracted_c/joint.c \
+	extracted_c/kvindex_sha256.c extracted_c/kvindex_module.c
 
-lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN)
+lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN) $(KVNATIVE_ASAN)
 
 $(LIB_ASAN): $(C_SRC)
 	mkdir -p $(dir $@)
@@ -125,6 +132,14 @@ $(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
 		-Iextracted_c -o $@ $(HOTPATH_ASAN_SRC)
+	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
+
+$(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) | $(STAMP)
+	mkdir -p $(dir $@)
+	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
+		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
+		-Iextracted_c -o $@ $(KVNATIVE_ASAN_SRC)
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
@@ -164,6 +179,8 @@ ffi-test-asan: setup lib-asan
 		PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=4000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py \
 		tests/test_full_hotpath.py tests/test_offload_lookup_adapter.py
+	$(TEST_ENV) PREFIX_CACHE_KVNATIVE=$(KVNATIVE_ASAN) $(ASAN_RUN) PREFIX_CACHE_KV_NATIVE_CASES=1000 \
+		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_kv_native.py
 
 lint-lean:
 	$(PYTHON) scripts/lint_lean.py .
@@ -201,7 +218,8 @@ replay-trace: setup lib ext
 # download per build) makes the sdist, then the wheel FROM that sdist, so
 # nothing built in the work tree (the in-place _hotpath, libprefix_cache.so)
 # can leak into it. The recipe fails unless the wheel is platform-tagged and
-# holds extracted_c/_hotpath*.so (and no libprefix_cache.so), and the sdist
+# holds extracted_c/_hotpath*.so and kv_index/_kvnative*.so (and no
+# libprefix_cache.so), and the sdist
 # holds the C sources and setup.py.
 DIST := dist
 DIST_STAMP := $(DIST)/.built
@@ -212,7 +230,8 @@ SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_
 	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
 	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
 	extracted_c/offload_lookup_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
-	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h
+	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
+	extracted_c/joint.c extracted_c/joint.h $(KVNATIVE_C)
 
 .PHONY: dist
 dist: $(DIST_STAMP)
@@ -232,6 +251,8 @@ $(DIST_STAMP): $(BUILD_TOOLS_STAMP) $(PKG_SRC)
 	$(PY) -c 'import sys, zipfile; print(*zipfile.ZipFile(sys.argv[1]).namelist(), sep="\n")' $$wheels > build/dist-wheel.txt; \
 	grep -Eq '^extracted_c/_hotpath[^/]*\.so$$' build/dist-wheel.txt \
 		|| { echo "dist: $$wheels has no extracted_c/_hotpath*.so"; cat build/dist-wheel.txt; exit 1; }; \
+	grep -Eq '^kv_index/_kvnative[^/]*\.so$$' build/dist-wheel.txt \
+		|| { echo "dist: $$wheels has no kv_index/_kvnative*.so"; cat build/dist-wheel.txt; exit 1; }; \
 	! grep -q 'libprefix_cache' build/dist-wheel.txt \
 		|| { echo "dist: $$wheels ships a stray libprefix_cache.so"; exit 1; }; \
 	tar -tzf $$sdists > build/dist-sdist.txt; \
