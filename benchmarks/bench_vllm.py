@@ -119,14 +119,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 # The scheduler-step row builds vLLM's real Scheduler (a VllmConfig) the way
-# vLLM's own tests do on a CPU machine: CPU platform, no hub access (the
-# model config is a local config.json, no weights, no tokenizer).
+# vLLM's own tests do on a CPU machine: CPU platform, set before vLLM is
+# first imported; no hub access (the model config is a local config.json,
+# no weights, no tokenizer).
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
 from benchmarks.harness import (  # noqa: E402
+    BS,
     CORES,
     ORIGINAL,
     VLLM_PATCH,
@@ -138,12 +140,13 @@ from benchmarks.harness import (  # noqa: E402
     same_result,
     use,
 )
-from benchmarks.seed_table import SEED_BLOCK_SIZE, SEED_CELLS, SEED_HIT_RATE  # noqa: E402
+from benchmarks.seed_table import SEED_CELLS, SEED_HIT_RATE  # noqa: E402
 from benchmarks.timing import interleaved, reps_for  # noqa: E402
 from pyspec.params import alignment_period, contiguous_blocks_for_hit  # noqa: E402
 from vllm_adapter import fingerprint as adapter_fingerprint  # noqa: E402
 from vllm_support import (  # noqa: E402
     count_get_cached_block,
+    count_native,
     make_block_hashes,
     make_block_pool,
     make_spec,
@@ -156,39 +159,15 @@ from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
     SlidingWindowManager,
 )
 
-RESULTS = ROOT / "benchmarks" / "results"
-PLOT_COPY = ROOT / "docs" / "img" / "bench-scaling.png"
-BS = SEED_BLOCK_SIZE
-WINDOWS = (2048, 512, 1024, 128)
-CONTEXTS = (4096, 8192, 32768, 131072)
-HIT_RATES = (SEED_HIT_RATE, 0.10)
-POOL_ENTRIES = 65536  # other cached blocks in every pool's hash map
-
-# Targets (they judge "ours", the default core).
-PROBE_VS_LB = 1.10  # probes <= 1.10 x (N // need + 1) at 5% hits
-SPEEDUP_VS_SEED = 1.5  # speedup >= 1.5 x the seed's ratio in every seed cell
-BIG_CELL = (2048, 131072, 0.10)  # window 128 blocks, 8,192 blocks, 10% hits
-BIG_CELL_SPEEDUP = 100.0
-# Speedup >= 2.5 x what BASELINE (the earlier inlined Python path) shows for ours in each seed cell.
-BASELINE = RESULTS / "vllm-20261129T165154.json"
-SPEEDUP_VS_BASELINE = 2.5
-ALL_CACHED_SPEEDUP = 8.0  # all 2,048 blocks cached
-PER_PROBE_MAX_NS = 80.0  # ours per probe, hits and misses
-PER_PROBE_VS_GCB = 6.0  # ... and this many times cheaper than get_cached_block
-FIXED_MAX_US = 0.5  # ours per call, before any probe
-SWEEP_SIZES = (1, 2, 4, 8, 16, 32, 64)
-SWEEP_HITS = (0.0, 0.5, 1.0)
-SWEEP_WINDOW = 128  # tokens: need 8 blocks, so the sweep has N < need, = need and > need
-COST_SIZES = (64, 256, 1024)
-# The full-attention lookup replaced natively too, and the scheduler rows.
-SCHED_SPEEDUP = 15.0  # get_computed_blocks on the hybrid batch, ours vs vLLM
-FULL_SPEEDUP = 6.0  # the full-attention lookup alone, 2,048 cached blocks
-FULL_BLOCKS = 2048
-FINE_TOKENS = 32768  # the fine-grained row's prompt (2,048 hashes of 16 tokens, blocks of 64)
 
 
-def planted_count(group_masks: dict[int, Sequence[bool]]) -> int:
-    return sum(sum(1 for x in m if x) for m in group_masks.values())
+# ---------------------------------------------------------------------------
+# probes: how a lookup's probes are counted
+
+
+def contiguous_need(window: int, eagle: bool) -> int:
+    """vLLM's own ``_contiguous_blocks_for_hit``; below 1 acts as 1."""
+    return max(SlidingWindowManager._contiguous_blocks_for_hit(window, BS, eagle), 1)
 
 
 def c_search_probes(kwargs: dict[str, Any]) -> tuple[int, list[int]]:
@@ -214,9 +193,26 @@ def c_search_probes(kwargs: dict[str, Any]) -> tuple[int, list[int]]:
     return hit.length, seen
 
 
-def probe_hashes(impl: Any, core: str | None, kwargs: dict[str, Any]) -> list[Any]:
-    """The block hashes ``impl`` probes on this lookup, in order."""
-    if core == "native":
+def count_probes(impls: Impls, name: str, kwargs: dict[str, Any], want: Any, what: str) -> int:
+    """The probes ``name`` makes on this sliding-window lookup. The counted
+    lookup must still find vLLM's answer ``want``: the C search its hit
+    length, a counted Python lookup the very same block objects."""
+    if impls.core_of(name) == "native":
+        length, seen = c_search_probes(kwargs)
+        if length * kwargs["kv_cache_spec"].block_size != want[1]:
+            raise AssertionError(f"{what}: the C search finds {length} blocks, vLLM {want[1]} tokens")
+        return len(seen)
+    with use(impls.table[name]), count_get_cached_block(kwargs["block_pool"]) as counter:
+        got = SlidingWindowManager.find_longest_cache_hit(**kwargs)
+    if not same_result(got, want):
+        raise AssertionError(f"{what}: {name}, counted, disagrees with vLLM ({got[1]} vs {want[1]} "
+                             "tokens or different block objects)")
+    return counter[0]
+
+
+def probe_hashes(impls: Impls, name: str, kwargs: dict[str, Any]) -> list[Any]:
+    """The block hashes ``name`` probes on this lookup, in order."""
+    if impls.core_of(name) == "native":
         return [kwargs["block_hashes"][i] for i in c_search_probes(kwargs)[1]]
     pool = kwargs["block_pool"]
     seen: list[Any] = []
@@ -228,7 +224,7 @@ def probe_hashes(impl: Any, core: str | None, kwargs: dict[str, Any]) -> list[An
 
     pool.get_cached_block = recording
     try:
-        with use(impl):
+        with use(impls.table[name]):
             SlidingWindowManager.find_longest_cache_hit(**kwargs)
     finally:
         del pool.get_cached_block
@@ -246,7 +242,43 @@ def bare_probe_loop(pool: Any, hashes: Sequence[Any], gids: list[int]) -> Callab
     return bare
 
 
-Job = tuple[Any, Callable[[], object]]  # (classmethod to put on the class, the call)
+# ---------------------------------------------------------------------------
+# side by side: answers checked, then timed interleaved
+
+
+Job = tuple[Any, Callable[[], object]]  # (what to put on vLLM's classes, the call)
+
+# The column of ours with the native pool probe's read-ahead off
+# (extracted_c/hotpath_pool.c): what the prefetching is worth in a row.
+NO_AHEAD = "ours, read-ahead off"
+
+
+def lookup_call(manager: type, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """``manager.find_longest_cache_hit`` called by keyword, as vLLM's
+    coordinators call it: whatever implementation is on the class at the
+    time of the call."""
+
+    def call() -> Any:
+        return manager.find_longest_cache_hit(**kwargs)
+
+    return call
+
+
+def check_against_vllm(impls: Impls, names: Sequence[str], call: Callable[[], Any], what: str,
+                       want_tokens: int | None = None) -> Any:
+    """vLLM's answer to ``call``; every name's answer must be the same (hit
+    length and block identity), the native core's answered in C. With
+    ``want_tokens``, vLLM's hit must be that long (the row's setup is what
+    it claims to be)."""
+    ref = call_checked(VLLM_PATCH, None, call)
+    if want_tokens is not None and ref[1] != want_tokens:
+        raise AssertionError(f"{what}: vLLM hits {ref[1]} tokens, the setup wants {want_tokens}")
+    for name in names:
+        got = call_checked(impls.table[name], impls.core_of(name), call)
+        if not same_result(got, ref):
+            raise AssertionError(f"{what}: {name} disagrees with vLLM ({got[1]} vs {ref[1]} tokens "
+                                 "or different block objects)")
+    return ref
 
 
 def time_interleaved(groups: list[dict[str, Job]], rounds: int,
@@ -278,8 +310,100 @@ def quartiles_us(samples: dict[str, list[float]]) -> dict[str, list[float]]:
     return out
 
 
+def ours_vs_vllm(med: dict[str, float]) -> dict[str, float]:
+    """The columns every row leads with: vLLM's median, ours, the speedup."""
+    return {"vllm_median_us": med["vllm"], "median_us": med["ours"],
+            "speedup": med["vllm"] / med["ours"]}
+
+
+def other_keys(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
+    """The other column's median and speedup (null without one), and each
+    core's, whichever column it is in."""
+    other = impls.other
+    by_core = {impls.backend: med["ours"], **({other: med[other]} if other else {})}
+    out: dict[str, Any] = {
+        "other_core": other,
+        "other_median_us": med[other] if other else None,
+        "other_speedup": med["vllm"] / med[other] if other else None,
+    }
+    for core in CORES:
+        t = by_core.get(core)
+        out[f"{core}_median_us"] = t
+        out[f"{core}_speedup"] = med["vllm"] / t if t is not None else None
+    return out
+
+
+def read_ahead_off(impls: Impls, fn: Callable[[], Any]) -> Callable[[], Any] | None:
+    """``fn`` run with the native pool probe's read-ahead off, or None when
+    ours is not native or the read-ahead is not on (another CPython, or its
+    dict-layout self-test failed)."""
+    if impls.core_of("ours") != "native":
+        return None
+    from extracted_c import hotpath
+
+    module = hotpath.load()
+    if not module.read_ahead(True):
+        return None
+
+    def off() -> Any:
+        module.read_ahead(False)
+        try:
+            return fn()
+        finally:
+            module.read_ahead(True)
+
+    return off
+
+
+# ---------------------------------------------------------------------------
+# the hybrid KV-cache configs
+
+
+def full_attention_spec(block_size: int = BS) -> Any:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    return FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+
+
+def hybrid_kv_cache_config(num_blocks: int, window: int, swa_groups: int) -> Any:
+    """Group 0 full attention, groups 1..``swa_groups`` a sliding window of
+    ``window`` tokens."""
+    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
+
+    swa = make_spec(BS, window)
+    return KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["full.0"], full_attention_spec())]
+        + [KVCacheGroupSpec([f"swa.{g}"], swa) for g in range(1, 1 + swa_groups)],
+    )
+
+
+def hybrid_manager(num_blocks: int, max_model_len: int, window: int, swa_groups: int) -> Any:
+    """A real ``KVCacheManager`` with prefix caching on the hybrid config."""
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+    return KVCacheManager(hybrid_kv_cache_config(num_blocks, window, swa_groups),
+                          max_model_len=max_model_len, scheduler_block_size=BS,
+                          hash_block_size=BS, enable_caching=True)
+
+
 # ---------------------------------------------------------------------------
 # cells
+
+
+WINDOWS = (2048, 512, 1024, 128)
+CONTEXTS = (4096, 8192, 32768, 131072)
+HIT_RATES = (SEED_HIT_RATE, 0.10)
+
+# Targets (they judge "ours", the default core).
+PROBE_VS_LB = 1.10  # probes <= 1.10 x (N // need + 1) at 5% hits
+SPEEDUP_VS_SEED = 1.5  # speedup >= 1.5 x the seed's ratio in every seed cell
+BIG_CELL = (2048, 131072, 0.10)  # window 128 blocks, 8,192 blocks, 10% hits
+BIG_CELL_SPEEDUP = 100.0
+# Speedup >= 2.5 x what BASELINE (the earlier inlined Python path) shows for ours in each seed cell.
+BASELINE = ROOT / "benchmarks" / "results" / "vllm-20261129T165154.json"
+SPEEDUP_VS_BASELINE = 2.5
+ALL_CACHED_SPEEDUP = 8.0  # all 2,048 blocks cached
 
 
 @dataclass(frozen=True)
@@ -292,6 +416,36 @@ class CellSpec:
     alignment: int = BS
     groups: int = 1
     note: str = ""
+
+
+def cell_specs(quick: bool) -> list[CellSpec]:
+    if quick:
+        grid = [CellSpec("random", w, c, SEED_HIT_RATE) for w in (2048, 128) for c in (4096, 8192)]
+        grid.append(CellSpec("random", 2048, 8192, 0.10))
+        ctx, w = 4096, 512
+    else:
+        grid = [CellSpec("random", w, c, h) for h in HIT_RATES for w in WINDOWS for c in CONTEXTS]
+        ctx, w = 32768, 1024
+    extra = [
+        CellSpec("random", 2048, ctx, SEED_HIT_RATE, eagle=True, note="EAGLE"),
+        CellSpec("random", 128, ctx, SEED_HIT_RATE, eagle=True, note="EAGLE"),
+        CellSpec("random", w, ctx, SEED_HIT_RATE, alignment=4 * BS, note="align 4x"),
+        CellSpec("random", w, ctx, SEED_HIT_RATE, eagle=True, alignment=4 * BS, groups=2,
+                 note="EAGLE+align+2g"),
+        CellSpec("random", w, ctx, SEED_HIT_RATE, groups=2, note="2 groups"),
+        CellSpec("random", w, ctx, SEED_HIT_RATE, groups=3, note="3 groups"),
+        CellSpec("random", w, ctx, 0.50, note="dense"),
+        CellSpec("random", w, ctx, 0.90, note="dense"),
+        CellSpec("runs", w, ctx, 0.0, note="long runs"),
+        CellSpec("runs", w, ctx, 0.0, eagle=True, alignment=4 * BS, note="runs+EAGLE+al"),
+        CellSpec("prefix", w, ctx, 0.0, note="3/4 prefix"),
+        CellSpec("prefix", w, ctx, 0.0, eagle=True, groups=2, note="prefix+EAGLE+2g"),
+        CellSpec("need-1", w, ctx, 0.0, note="need-1 runs"),
+        CellSpec("need-1", 128, ctx, 0.0, note="need-1 runs"),
+        CellSpec("full", w, ctx, 0.0, note="all cached"),
+        CellSpec("empty", w, ctx, 0.0, note="empty"),
+    ]
+    return grid + extra
 
 
 def make_mask(spec: CellSpec, n: int, need: int, rng: random.Random) -> list[bool]:
@@ -315,9 +469,8 @@ def make_mask(spec: CellSpec, n: int, need: int, rng: random.Random) -> list[boo
     raise ValueError(spec.pattern)
 
 
-def contiguous_need(window: int, eagle: bool) -> int:
-    """vLLM's own ``_contiguous_blocks_for_hit``; below 1 acts as 1."""
-    return max(SlidingWindowManager._contiguous_blocks_for_hit(window, BS, eagle), 1)
+def planted_count(group_masks: dict[int, Sequence[bool]]) -> int:
+    return sum(sum(1 for x in m if x) for m in group_masks.values())
 
 
 class Hashes:
@@ -367,37 +520,20 @@ def run_cell(
             block_pool=pool, kv_cache_spec=kv_spec, drop_eagle_block=spec.eagle,
             alignment_tokens=spec.alignment,
         )
-        call = lambda kw=kwargs: SlidingWindowManager.find_longest_cache_hit(**kw)  # noqa: E731
-        results = {name: call_checked(impls.table[name], impls.core_of(name), call)
-                   for name in names}
+        call = lookup_call(SlidingWindowManager, kwargs)
+        ref = check_against_vllm(impls, names, call, f"cell {spec}")
         for name in names:
-            core = impls.core_of(name)
-            if core == "native":
-                length, seen = c_search_probes(kwargs)
-                probes[name].append(len(seen))
-                if length * BS != results["vllm"][1]:
-                    raise AssertionError(f"the C search finds {length} blocks, vLLM "
-                                         f"{results['vllm'][1]} tokens, in {spec}")
-            else:
-                with use(impls.table[name]), count_get_cached_block(pool) as counter:
-                    results[f"{name} (counted)"] = call()
-                probes[name].append(counter[0])
-        for name in results:
-            if not same_result(results[name], results["vllm"]):
-                raise AssertionError(
-                    f"{name} disagrees with vLLM in {spec}: {results[name][1]} vs "
-                    f"{results['vllm'][1]} tokens (or different block objects)")
-        hit_tokens.append(results["vllm"][1])
+            probes[name].append(count_probes(impls, name, kwargs, ref, f"cell {spec}"))
+        hit_tokens.append(ref[1])
         if m < masks:
             group: dict[str, Job] = {name: (impls.table[name], call) for name in names}
             # Our probes alone, as bare get_cached_block calls (what pbound
             # divides by), and ours on the same pool with max_length 0 (its
             # fixed cost per call), timed alongside so noise hits all alike.
-            ours_probes = probe_hashes(impls.table["ours"], impls.backend, kwargs)
+            ours_probes = probe_hashes(impls, "ours", kwargs)
             group["bare"] = (ORIGINAL, bare_probe_loop(pool, ours_probes, gids))
-            zero = dict(kwargs, max_length=0)
             group["fixed"] = (impls.table["ours"],
-                              lambda kw=zero: SlidingWindowManager.find_longest_cache_hit(**kw))
+                              lookup_call(SlidingWindowManager, dict(kwargs, max_length=0)))
             groups.append(group)
 
     samples, reps = time_interleaved(groups, rounds, target_ns)
@@ -452,23 +588,6 @@ def run_cell(
     return cell
 
 
-def other_keys(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
-    """The other column's median and speedup (null without one), and each
-    core's, whichever column it is in."""
-    other = impls.other
-    by_core = {impls.backend: med["ours"], **({other: med[other]} if other else {})}
-    out: dict[str, Any] = {
-        "other_core": other,
-        "other_median_us": med[other] if other else None,
-        "other_speedup": med["vllm"] / med[other] if other else None,
-    }
-    for core in CORES:
-        t = by_core.get(core)
-        out[f"{core}_median_us"] = t
-        out[f"{core}_speedup"] = med["vllm"] / t if t is not None else None
-    return out
-
-
 _baseline: dict[tuple[int, int, float], float] | None = None
 
 
@@ -508,38 +627,16 @@ def cell_targets(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return t
 
 
-def cell_specs(quick: bool) -> list[CellSpec]:
-    if quick:
-        grid = [CellSpec("random", w, c, SEED_HIT_RATE) for w in (2048, 128) for c in (4096, 8192)]
-        grid.append(CellSpec("random", 2048, 8192, 0.10))
-        ctx, w = 4096, 512
-    else:
-        grid = [CellSpec("random", w, c, h) for h in HIT_RATES for w in WINDOWS for c in CONTEXTS]
-        ctx, w = 32768, 1024
-    extra = [
-        CellSpec("random", 2048, ctx, SEED_HIT_RATE, eagle=True, note="EAGLE"),
-        CellSpec("random", 128, ctx, SEED_HIT_RATE, eagle=True, note="EAGLE"),
-        CellSpec("random", w, ctx, SEED_HIT_RATE, alignment=4 * BS, note="align 4x"),
-        CellSpec("random", w, ctx, SEED_HIT_RATE, eagle=True, alignment=4 * BS, groups=2,
-                 note="EAGLE+align+2g"),
-        CellSpec("random", w, ctx, SEED_HIT_RATE, groups=2, note="2 groups"),
-        CellSpec("random", w, ctx, SEED_HIT_RATE, groups=3, note="3 groups"),
-        CellSpec("random", w, ctx, 0.50, note="dense"),
-        CellSpec("random", w, ctx, 0.90, note="dense"),
-        CellSpec("runs", w, ctx, 0.0, note="long runs"),
-        CellSpec("runs", w, ctx, 0.0, eagle=True, alignment=4 * BS, note="runs+EAGLE+al"),
-        CellSpec("prefix", w, ctx, 0.0, note="3/4 prefix"),
-        CellSpec("prefix", w, ctx, 0.0, eagle=True, groups=2, note="prefix+EAGLE+2g"),
-        CellSpec("need-1", w, ctx, 0.0, note="need-1 runs"),
-        CellSpec("need-1", 128, ctx, 0.0, note="need-1 runs"),
-        CellSpec("full", w, ctx, 0.0, note="all cached"),
-        CellSpec("empty", w, ctx, 0.0, note="empty"),
-    ]
-    return grid + extra
-
-
 # ---------------------------------------------------------------------------
 # cost model: what bounds the speedup
+
+
+COST_SIZES = (64, 256, 1024)  # probes per lookup, the points of the slope
+
+# Targets (they judge "ours", the default core).
+PER_PROBE_MAX_NS = 80.0  # ours per probe, hits and misses
+PER_PROBE_VS_GCB = 6.0  # ... and this many times cheaper than get_cached_block
+FIXED_MAX_US = 0.5  # ours per call, before any probe
 
 
 def _slope(points: list[tuple[float, float]]) -> float:
@@ -578,28 +675,18 @@ def cost_model(impls: Impls, sizes: Sequence[int], filler: int, target_ns: float
 
     groups: list[dict[str, Job]] = []
     probes: dict[tuple[str, str, int], int] = {}
-    zero = dict(kwargs_of("miss", 1), max_length=0)
-    groups.append({f"{name}/fixed": (impls.table[name],
-                                     lambda: SlidingWindowManager.find_longest_cache_hit(**zero))
-                   for name in names})
+    zero = lookup_call(SlidingWindowManager, dict(kwargs_of("miss", 1), max_length=0))
+    groups.append({f"{name}/fixed": (impls.table[name], zero) for name in names})
     for kind in ("miss", "hit"):
         for n in sizes:
             kwargs = kwargs_of(kind, n)
-            call = lambda kw=kwargs: SlidingWindowManager.find_longest_cache_hit(**kw)  # noqa: E731
-            ref = call_checked(ORIGINAL, None, call)
-            if ref[1] != (n * BS if kind == "hit" else 0):
-                raise AssertionError(f"cost model: vLLM hits {ref[1]} tokens on {kind} N={n}")
+            call = lookup_call(SlidingWindowManager, kwargs)
+            what = f"cost model ({kind}, N={n})"
+            ref = check_against_vllm(impls, names, call, what,
+                                     want_tokens=n * BS if kind == "hit" else 0)
             group: dict[str, Job] = {}
             for name in names:
-                core = impls.core_of(name)
-                if not same_result(call_checked(impls.table[name], core, call), ref):
-                    raise AssertionError(f"cost model: {name} disagrees with vLLM ({kind}, N={n})")
-                if core == "native":
-                    probes[(name, kind, n)] = len(c_search_probes(kwargs)[1])
-                else:
-                    with use(impls.table[name]), count_get_cached_block(pool) as counter:
-                        call()
-                    probes[(name, kind, n)] = counter[0]
+                probes[(name, kind, n)] = count_probes(impls, name, kwargs, ref, what)
                 group[f"{name}/{kind}/{n}"] = (impls.table[name], call)
             group[f"bare/{kind}/{n}"] = (ORIGINAL, bare_probe_loop(pool, kwargs["block_hashes"], gids))
             groups.append(group)
@@ -612,6 +699,7 @@ def cost_model(impls: Impls, sizes: Sequence[int], filler: int, target_ns: float
             pts = [(probes.get((name, kind, n), n), med[f"{name}/{kind}/{n}"]) for n in sizes]
             per_probe[name][kind] = _slope(pts)
     gcb = per_probe.pop("bare")
+    fixed_us = {name: med[f"{name}/fixed"] / 1000 for name in names}
     return {
         "pool_entries": len(pool.cached_block_hash_to_block),
         "sizes": list(sizes),
@@ -619,12 +707,11 @@ def cost_model(impls: Impls, sizes: Sequence[int], filler: int, target_ns: float
                    for name in names for kind in ("miss", "hit")},
         "get_cached_block_hit_ns": gcb["hit"],
         "get_cached_block_miss_ns": gcb["miss"],
-        "fixed_call_us": {name: med[f"{name}/fixed"] / 1000 for name in names},
+        "fixed_call_us": fixed_us,
         "per_probe_ns": per_probe,
         "median_us": {k: round(v / 1000, 4) for k, v in med.items()},
         # The older estimate, from the random cells: (median - fixed) / probes.
-        "per_probe_ns_cells": per_probe_ns_cells(
-            cells, {name: med[f"{name}/fixed"] / 1000 for name in names}),
+        "per_probe_ns_cells": per_probe_ns_cells(cells, fixed_us),
     }
 
 
@@ -651,24 +738,15 @@ def per_probe_ns_cells(cells: list[dict[str, Any]], fixed_us: dict[str, float]) 
 # small N: never slower than vLLM
 
 
-def _hybrid_manager(num_blocks: int, max_len: int, window: int) -> Any:
-    """A real ``KVCacheManager`` on a full attention + sliding window config
-    (vLLM builds a ``HybridKVCacheCoordinator`` for it)."""
-    from vllm.v1.core.kv_cache_manager import KVCacheManager
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-
-    full = FullAttentionSpec(block_size=BS, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    config = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["full.0"], full),
-                         KVCacheGroupSpec(["swa.0"], make_spec(BS, window))],
-    )
-    return KVCacheManager(config, max_model_len=max_len, scheduler_block_size=BS,
-                          hash_block_size=BS, enable_caching=True)
+SWEEP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+SWEEP_HITS = (0.0, 0.5, 1.0)
+SWEEP_WINDOW = 128  # tokens: need 8 blocks, so the sweep has N < need, = need and > need
+MODES = ("one group", "hybrid")
 
 
-def sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int, masks: int,
-          rounds: int, target_ns: float, filler: int, rng: random.Random) -> list[dict[str, Any]]:
+def small_n_sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int,
+                  masks: int, rounds: int, target_ns: float, filler: int,
+                  rng: random.Random) -> list[dict[str, Any]]:
     """Lookups of ``sizes`` blocks at each hit rate, where a lookup costs a
     few microseconds: ``one group`` is the SlidingWindowManager lookup on a
     pool with ``filler`` other blocks; ``hybrid`` is the real
@@ -676,15 +754,14 @@ def sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int
     every block cached, then the sliding-window group with the hits) on a
     prompt of N blocks and one token (``max_cache_hit_length`` N blocks)."""
     names = list(impls.table)
-    plan = [(mode, n, h, m) for mode in ("one group", "hybrid") for n in sizes for h in hits
-            for m in range(masks)]
+    plan = [(mode, n, h, m) for mode in MODES for n in sizes for h in hits for m in range(masks)]
     swa_masks = {key: [rng.random() < key[2] for _ in range(key[1])] for key in plan}
     hashes = {key: make_block_hashes(key[1], b"sweep-%s-%d-%r-%d" % (key[0].encode(), *key[1:]))
               for key in plan}
     one = Planter(filler + sum(sum(m) for k, m in swa_masks.items() if k[0] == "one group"))
     one.fill(filler, [0], rng)
     hybrid_planted = sum(k[1] + sum(m) for k, m in swa_masks.items() if k[0] == "hybrid")
-    manager = _hybrid_manager(1 + filler + hybrid_planted, max(sizes) * BS + BS, window)
+    manager = hybrid_manager(1 + filler + hybrid_planted, max(sizes) * BS + BS, window, swa_groups=1)
     coordinator = manager.coordinator
     hyb = Planter(0, pool=manager.block_pool)
     hyb.fill(filler, [0, 1], rng)
@@ -694,28 +771,23 @@ def sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int
         mode, n, _, _ = key
         if mode == "one group":
             one.plant(hashes[key], {0: swa_masks[key]})
-            kwargs = dict(block_hashes=hashes[key], max_length=n * BS, kv_cache_group_ids=[0],
-                          block_pool=one.pool, kv_cache_spec=spec, drop_eagle_block=False,
-                          alignment_tokens=BS)
-            calls[key] = lambda kw=kwargs: SlidingWindowManager.find_longest_cache_hit(**kw)
+            calls[key] = lookup_call(SlidingWindowManager, dict(
+                block_hashes=hashes[key], max_length=n * BS, kv_cache_group_ids=[0],
+                block_pool=one.pool, kv_cache_spec=spec, drop_eagle_block=False,
+                alignment_tokens=BS))
         else:
             hyb.plant(hashes[key], {0: [True] * n, 1: swa_masks[key]})
             calls[key] = (lambda hs=hashes[key], t=n * BS:
                           coordinator.find_longest_cache_hit(hs, t))
     rows = []
-    for mode in ("one group", "hybrid"):
+    for mode in MODES:
         for n in sizes:
             for h in hits:
                 groups: list[dict[str, Job]] = []
                 hit_tokens = []
                 for m in range(masks):
                     call = calls[(mode, n, h, m)]
-                    ref = call_checked(ORIGINAL, None, call)
-                    for name in names:
-                        got = call_checked(impls.table[name], impls.core_of(name), call)
-                        if not same_result(got, ref):
-                            raise AssertionError(f"sweep {mode} N={n} hits {h}: {name} disagrees "
-                                                 f"with vLLM ({got[1]} vs {ref[1]} tokens)")
+                    ref = check_against_vllm(impls, names, call, f"sweep {mode} N={n} hits {h}")
                     hit_tokens.append(ref[1])
                     groups.append({name: (impls.table[name], call) for name in names})
                 samples, _ = time_interleaved(groups, rounds, target_ns)
@@ -726,8 +798,7 @@ def sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int
                             else f"{type(coordinator).__name__}.find_longest_cache_hit"),
                     "n_blocks": n, "hit_rate": h, "window_tokens": window,
                     "hit_tokens": hit_tokens,
-                    "vllm_median_us": med["vllm"], "median_us": med["ours"],
-                    "speedup": med["vllm"] / med["ours"],
+                    **ours_vs_vllm(med),
                     **other_keys(impls, med),
                     "quartiles_us": quartiles_us(samples),
                     "ok": med["ours"] <= med["vllm"],
@@ -737,6 +808,25 @@ def sweep(impls: Impls, sizes: Sequence[int], hits: Sequence[float], window: int
 
 # ---------------------------------------------------------------------------
 # scheduler level
+
+
+SCHED_SPEEDUP = 15.0  # target: get_computed_blocks on the hybrid batch, ours vs vLLM
+
+# Qwen3-0.6B's public config.json cut down to the fields vLLM's ModelConfig
+# reads (the same cut as scripts/vllm_upstream/hf_offline_cache.py, which
+# vLLM's own scheduler tests run against here); copied, so this script does
+# not depend on that file. Only max_model_len (<= 40,960) matters here: the
+# KV-cache config is ours.
+SCHED_MODEL_CONFIG: dict[str, Any] = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
+    "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+    "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28,
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936,
+}
 
 
 def _free_lookups(record_from: Patch) -> tuple[Patch, Patch]:
@@ -777,26 +867,6 @@ def _free_lookups(record_from: Patch) -> tuple[Patch, Patch]:
             Patch(free(SlidingWindowManager), free(FullAttentionManager)))
 
 
-NO_AHEAD = "ours, read-ahead off"
-def _read_ahead_off(fn: Callable[[], Any]) -> Callable[[], Any] | None:
-    """``fn`` run with the native pool probe's read-ahead off, or None when
-    it is not on (another CPython, or its dict-layout self-test failed)."""
-    from extracted_c import hotpath
-
-    module = hotpath.load()
-    if not module.read_ahead(True):
-        return None
-
-    def off() -> Any:
-        module.read_ahead(False)
-        try:
-            return fn()
-        finally:
-            module.read_ahead(True)
-
-    return off
-
-
 def _batch_ratios(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
     """A scheduler-level row's medians (ms) and ratios: ours and each core
     against vLLM, and vLLM against the same batch with its lookups free."""
@@ -814,6 +884,27 @@ def _batch_ratios(impls: Impls, med: dict[str, float]) -> dict[str, Any]:
     }
 
 
+def _quartiles_ms(samples: dict[str, list[float]]) -> dict[str, list[float]]:
+    return {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()}
+
+
+def _request_block_hasher() -> Callable[[Any], list[Any]]:
+    """vLLM's block hasher for a request's prompt (sha256)."""
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+
+    init_none_hash(sha256)
+    return get_request_block_hasher(BS, sha256)
+
+
+def _make_request(request_id: str, tokens: list[int], block_hasher: Callable[[Any], list[Any]]) -> Any:
+    """A waiting request for ``tokens`` that wants one output token."""
+    from vllm import SamplingParams
+    from vllm.v1.request import Request
+
+    return Request(request_id, tokens, SamplingParams(max_tokens=1), None, block_hasher=block_hasher)
+
+
 def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hit_rate: float,
                     rounds: int, rng: random.Random, swa_groups: int = 1) -> dict[str, Any]:
     """``KVCacheManager.get_computed_blocks`` for a batch of waiting requests
@@ -829,41 +920,18 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
     full-attention lookup over the whole prompt (2,048 cached blocks) and
     then one sliding-window lookup over it. ``both_free``: the same batch
     with both lookups answered from a table (``_free_lookups``)."""
-    from vllm import SamplingParams
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_manager import KVCacheManager
-    from vllm.v1.core.kv_cache_utils import (
-        get_request_block_hasher,
-        init_none_hash,
-        make_block_hash_with_group_id,
-    )
-    from vllm.v1.kv_cache_interface import (
-        FullAttentionSpec,
-        KVCacheConfig,
-        KVCacheGroupSpec,
-    )
-    from vllm.v1.request import Request
+    from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
 
     n = context // BS
-    full = FullAttentionSpec(block_size=BS, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    swa = make_spec(BS, window)
     swa_ids = list(range(1, 1 + swa_groups))
     num_blocks = 1 + n_requests * n + int(n_requests * n * hit_rate * 2) * swa_groups + 64
-    config = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["full.0"], full)]
-        + [KVCacheGroupSpec([f"swa.{g}"], swa) for g in swa_ids],
-    )
-    manager = KVCacheManager(config, max_model_len=context + BS, scheduler_block_size=BS,
-                             hash_block_size=BS, enable_caching=True)
+    manager = hybrid_manager(num_blocks, context + BS, window, swa_groups)
     coordinator = type(manager.coordinator).__name__
-    init_none_hash(sha256)
-    hasher = get_request_block_hasher(BS, sha256)
+    hasher = _request_block_hasher()
     requests = []
     for r in range(n_requests):
         tokens = [rng.randrange(32_000) for _ in range(context)]
-        requests.append(Request(f"req-{r}", tokens, SamplingParams(max_tokens=1), None,
-                                block_hasher=hasher))
+        requests.append(_make_request(f"req-{r}", tokens, hasher))
     pool = manager.block_pool
     free = iter(b for b in pool.blocks if b is not pool.null_block)
     swa_cached = 0
@@ -901,9 +969,9 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         results[f"{name} (timed path)"] = call_checked(
             impls.table[name], impls.core_of(name), batch, n_requests * per_request)
     results["both_free"] = call_checked(both_free, None, batch)
-    # The same native lookups with the pool probe's read-ahead off
-    # (extracted_c/hotpath_pool.c): what the prefetching is worth here.
-    ahead_off = _read_ahead_off(batch) if impls.core_of("ours") == "native" else None
+    # The same native lookups with the pool probe's read-ahead off: what the
+    # prefetching is worth here.
+    ahead_off = read_ahead_off(impls, batch)
     if ahead_off is not None:
         per_request = 1 + impls.table["ours"].full_replaced
         results[NO_AHEAD] = call_checked(impls.table["ours"], "native", ahead_off, n_requests * per_request)
@@ -936,179 +1004,11 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
         # requests x blocks, far beyond the CPU caches), over the floor.
         "lookup_ns_per_block": {k: (v - med["both_free"]) * 1e6 / (n_requests * n)
                                 for k, v in med.items() if k != "both_free"},
-        "quartiles_ms": {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()},
+        "quartiles_ms": _quartiles_ms(samples),
         "read_ahead_speedup": med[NO_AHEAD] / med["ours"] if NO_AHEAD in med else None,
     }
     row["target"] = {"want": SCHED_SPEEDUP, "ok": row["speedup"] >= SCHED_SPEEDUP}
     return row
-
-
-
-# ---------------------------------------------------------------------------
-# the full-attention lookup alone
-
-
-def _full_names(impls: Impls) -> list[str]:
-    """vLLM, ours, and the other core only when it replaces the
-    full-attention lookup (the python core leaves vLLM's own: timing it
-    would time vLLM twice)."""
-    return [name for name, p in impls.table.items()
-            if name in ("vllm", "ours") or p.full_replaced]
-
-
-def _full_call(kwargs: dict[str, Any]) -> Callable[[], Any]:
-    return lambda: FullAttentionManager.find_longest_cache_hit(**kwargs)
-
-
-def _full_kwargs(hashes: Sequence[Any], max_length: int, pool: Any, block_size: int = BS,
-                 alignment: int = BS) -> dict[str, Any]:
-    from vllm.v1.kv_cache_interface import FullAttentionSpec
-
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    return dict(block_hashes=list(hashes), max_length=max_length, kv_cache_group_ids=[0],
-                block_pool=pool, kv_cache_spec=spec, drop_eagle_block=False,
-                alignment_tokens=alignment)
-
-
-def _full_checked(impls: Impls, names: list[str], call: Callable[[], Any], what: str,
-                  want_tokens: int | None = None) -> tuple[Any, dict[str, int]]:
-    """vLLM's answer; every implementation's must be the same (length and
-    block identity), and the extension must have answered in C. Also the
-    get_cached_block calls each makes (the extension's, when it replaces
-    the lookup, are its C probes: not counted, reported as None)."""
-    ref = call_checked(VLLM_PATCH, None, call)
-    if want_tokens is not None and ref[1] != want_tokens:
-        raise AssertionError(f"{what}: vLLM hits {ref[1]} tokens, the setup wants {want_tokens}")
-    for name in names:
-        p = impls.table[name]
-        core = impls.core_of(name) if p.full_replaced else None
-        got = call_checked(p, core, call)
-        if not same_result(got, ref):
-            raise AssertionError(f"{what}: {name} disagrees with vLLM ({got[1]} vs {ref[1]} tokens "
-                                 "or different block objects)")
-    return ref
-
-
-def full_bench(impls: Impls, n_blocks: int, sizes: Sequence[int], hits: Sequence[float],
-               fine_tokens: int, rounds: int, target_ns: float, filler: int,
-               rng: random.Random) -> dict[str, Any]:
-    """``FullAttentionManager.find_longest_cache_hit`` alone, one group, on
-    a pool with ``filler`` other cached blocks: vLLM's own against ours (the
-    extension's ``full_hit``), interleaved.
-
-    * ``all cached``: ``n_blocks`` blocks of 16 tokens, every one cached
-      (phase 1 reads them all), ``max_length`` the whole prompt;
-    * ``sweep``: N = ``sizes`` blocks, a cached prefix of ``round(h * N)``
-      blocks then misses, ``max_length`` N blocks;
-    * ``fine``: fine-grained mode (``hash_block_size`` 16, ``block_size``
-      64, ``alignment_tokens`` 16) on a prompt of ``fine_tokens`` tokens
-      (``max_length`` one less, as the scheduler asks): every 16-token
-      hash cached up to two hashes into the last block, so phase 1 reads
-      the full blocks and phase 2 probes the tail high to low and hits its
-      second hash."""
-    names = _full_names(impls)
-    fine_n = fine_tokens // BS  # 16-token hashes
-    fine_bs = 4 * BS
-    sweep_keys = [(n, h) for n in sizes for h in hits]
-    planted = n_blocks + sum(round(h * n) for n, h in sweep_keys) + fine_n
-    pool = Planter(filler + planted)
-    pool.fill(filler, [0], rng)
-    fine_pool = Planter(filler + fine_n, pool=make_block_pool(filler + fine_n + 1, BS))
-    fine_pool.fill(filler, [0], rng)
-
-    # all cached
-    hashes = make_block_hashes(n_blocks, b"full-all")
-    pool.plant(hashes, {0: [True] * n_blocks})
-    kwargs = _full_kwargs(hashes, n_blocks * BS, pool.pool)
-    call = _full_call(kwargs)
-    _full_checked(impls, names, call, "full attention, all cached", n_blocks * BS)
-    groups: list[dict[str, Job]] = [{name: (impls.table[name], call) for name in names}]
-    # Warm caches: what the read-ahead costs when there is nothing to fetch.
-    ahead_off = _read_ahead_off(call) if impls.core_of("ours") == "native" else None
-    if ahead_off is not None:
-        call_checked(impls.table["ours"], "native", ahead_off)
-        groups[0][NO_AHEAD] = (impls.table["ours"], ahead_off)
-    with count_get_cached_block(pool.pool) as counter:
-        call_checked(VLLM_PATCH, None, call)
-    all_probes = counter[0]
-
-    # fine-grained, partial tail
-    fhashes = make_block_hashes(fine_n, b"full-fine")
-    full_blocks = (fine_tokens - 1) // fine_bs
-    tail = full_blocks * 4 + 1  # the last cached 16-token hash (the tail's second)
-    fine_pool.plant(fhashes, {0: [i <= tail for i in range(fine_n)]})
-    fkwargs = _full_kwargs(fhashes, fine_tokens - 1, fine_pool.pool, block_size=fine_bs,
-                           alignment=BS)
-    fcall = _full_call(fkwargs)
-    fref = _full_checked(impls, names, fcall, "full attention, fine-grained", (tail + 1) * BS)
-    if len(fref[0][0]) != full_blocks + 1:
-        raise AssertionError(f"fine-grained: vLLM returns {len(fref[0][0])} blocks, want "
-                             f"{full_blocks} full + the tail")
-    groups.append({f"fine/{name}": (impls.table[name], fcall) for name in names})
-    with count_get_cached_block(fine_pool.pool) as counter:
-        call_checked(VLLM_PATCH, None, fcall)
-    fine_probes = counter[0]
-
-    samples, reps = time_interleaved(groups, rounds, target_ns)
-    med = medians_us(samples)
-    quart = quartiles_us(samples)
-
-    def row(prefix: str, **extra: Any) -> dict[str, Any]:
-        m = {name: med[f"{prefix}{name}"] for name in names}
-        out = {**extra, "vllm_median_us": m["vllm"], "median_us": m["ours"],
-               "speedup": m["vllm"] / m["ours"], "median_us_by_impl": m,
-               "quartiles_us": {name: quart[f"{prefix}{name}"] for name in names}}
-        return out
-
-    all_row = row("", n_blocks=n_blocks, block_size=BS, hit_tokens=n_blocks * BS,
-                  vllm_probes=all_probes)
-    all_row["target"] = {"want": FULL_SPEEDUP, "ok": all_row["speedup"] >= FULL_SPEEDUP}
-    all_row["read_ahead_off_us"] = med.get(NO_AHEAD)
-    fine_row = row("fine/", hash_block_size=BS, block_size=fine_bs, alignment_tokens=BS,
-                   prompt_tokens=fine_tokens, max_length=fine_tokens - 1, full_blocks=full_blocks,
-                   tail_hash_index=tail, hit_tokens=fref[1], vllm_probes=fine_probes)
-
-    # small-N sweep
-    rows = []
-    for n, h in sweep_keys:
-        k = round(h * n)
-        shashes = make_block_hashes(n, b"full-sweep-%d-%r" % (n, h))
-        pool.plant(shashes, {0: [i < k for i in range(n)]})
-        scall = _full_call(_full_kwargs(shashes, n * BS, pool.pool))
-        _full_checked(impls, names, scall, f"full attention sweep N={n} hits {h}", k * BS)
-        s, _ = time_interleaved([{name: (impls.table[name], scall) for name in names}],
-                                rounds, target_ns / 2)
-        m = medians_us(s)
-        rows.append({"mode": "full attention", "api": "FullAttentionManager.find_longest_cache_hit",
-                     "n_blocks": n, "hit_rate": h, "cached_prefix_blocks": k,
-                     "vllm_median_us": m["vllm"], "median_us": m["ours"],
-                     "speedup": m["vllm"] / m["ours"], "median_us_by_impl": m,
-                     "quartiles_us": quartiles_us(s), "ok": m["ours"] <= m["vllm"]})
-    return {"api": "FullAttentionManager.find_longest_cache_hit", "names": names,
-            "pool_entries": len(pool.pool.cached_block_hash_to_block),
-            "all_cached": all_row, "fine_grained": fine_row, "sweep": rows,
-            "reps_per_sample": reps}
-
-
-# ---------------------------------------------------------------------------
-# one scheduler step: vLLM's real Scheduler.schedule()
-
-
-# Qwen3-0.6B's public config.json cut down to the fields vLLM's ModelConfig
-# reads (the same cut as scripts/vllm_upstream/hf_offline_cache.py, which
-# vLLM's own scheduler tests run against here); copied, so this script does
-# not depend on that file. Only max_model_len (<= 40,960) matters here: the
-# KV-cache config is ours.
-SCHED_MODEL_CONFIG: dict[str, Any] = {
-    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
-    "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128,
-    "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
-    "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28,
-    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
-    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
-    "use_sliding_window": False, "vocab_size": 151936,
-}
 
 
 def _scheduler_model_dir() -> str:
@@ -1119,21 +1019,28 @@ def _scheduler_model_dir() -> str:
 
 
 def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budget: int,
-                    window: int, swa_groups: int) -> Any:
+                   window: int, swa_groups: int) -> Any:
     """vLLM's ``Scheduler`` built as vLLM's tests build one
     (tests/v1/core/utils.py ``create_scheduler``: ModelConfig,
     SchedulerConfig, CacheConfig with prefix caching, VllmConfig,
     ``register_all_kvcache_specs``), with our hybrid KV-cache config (one
     full-attention group + ``swa_groups`` sliding-window groups) instead of
-    its single full-attention group. No model, no workers."""
+    its single full-attention group. No model, no workers.
+
+    vLLM's configs depend on the platform resolved when vLLM is first
+    imported: the process must set ``VLLM_TARGET_DEVICE=cpu`` (and
+    ``HF_HUB_OFFLINE=1``) before that, as bench_vllm.py does."""
     import logging
 
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    from vllm.platforms import current_platform
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
+    if not current_platform.is_cpu():
+        raise RuntimeError(f"the scheduler step needs vLLM's CPU platform, this process resolved "
+                           f"{type(current_platform).__name__}")
     logging.getLogger("vllm").setLevel(logging.ERROR)
     model_config = ModelConfig(model=_scheduler_model_dir(), dtype="float16", seed=42,
                                skip_tokenizer_init=True, max_model_len=max_model_len)
@@ -1144,11 +1051,7 @@ def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budg
                                enable_prefix_caching=True)
     vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
                              cache_config=cache_config, parallel_config=ParallelConfig())
-    full = FullAttentionSpec(block_size=BS, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["full.0"], full)]
-        + [KVCacheGroupSpec([f"swa.{g}"], make_spec(BS, window)) for g in range(swa_groups)])
+    kv_cache_config = hybrid_kv_cache_config(num_blocks, window, swa_groups)
     cache_config.num_gpu_blocks = num_blocks
     register_all_kvcache_specs(vllm_config)
     return Scheduler(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BS,
@@ -1181,22 +1084,14 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
     lookups answered from a table, ``_free_lookups``): the floor, what
     ``schedule()`` costs besides the lookups. Answers: every request's hit,
     scheduled tokens and hit block ids per group must be vLLM's."""
-    from vllm import SamplingParams
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import (
-        get_request_block_hasher,
-        init_none_hash,
-        make_block_hash_with_group_id,
-    )
-    from vllm.v1.request import Request, RequestStatus
+    from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id
+    from vllm.v1.request import RequestStatus
 
     started = time.perf_counter()
-    init_none_hash(sha256)
+    hasher = _request_block_hasher()
     need = contiguous_need(window, False)
     doc_tokens = [[rng.randrange(32_000) for _ in range(max_tokens)] for _ in range(docs)]
-    hasher = get_request_block_hasher(BS, sha256)
-    doc_hashes = [Request(f"doc-{d}", t, SamplingParams(max_tokens=1), None,
-                          block_hasher=hasher).block_hashes for d, t in enumerate(doc_tokens)]
+    doc_hashes = [_make_request(f"doc-{d}", t, hasher).block_hashes for d, t in enumerate(doc_tokens)]
     prompts = []  # (doc, cached prefix tokens)
     for r in range(n_requests):
         prompts.append((r % docs, BS * rng.randrange(min_tokens // BS, max_tokens // BS + 1)))
@@ -1208,7 +1103,7 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
     spare = 64 * n_requests * (1 + swa_groups) * 4  # never-cached blocks allocations come from
     num_blocks = 1 + spare + planted
     scheduler = _make_scheduler(num_blocks, max_tokens + 2 * BS, n_requests, budget, window,
-                                swa_groups)
+                               swa_groups)
     manager = scheduler.kv_cache_manager
     pool = manager.block_pool
     # Plant at the END of the free queue, with the block's hash set as vLLM
@@ -1243,8 +1138,7 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
             tokens = doc_tokens[d][:length] + [rng.randrange(32_000) for _ in range(extra)]
             rid = f"step-{next(serial)}"
             doc_of[rid] = d
-            reqs.append(Request(rid, tokens, SamplingParams(max_tokens=1), None,
-                                block_hasher=memo_hasher))
+            reqs.append(_make_request(rid, tokens, memo_hasher))
         return reqs
 
     def one_step() -> tuple[float, Any, list[Any]]:
@@ -1277,8 +1171,7 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
     for name in names:
         with use(impls.table[name]):
             if impls.core_of(name) == "native" and impls.table[name].full_replaced:
-                from vllm_support import count_native as counting
-                with counting() as counted:
+                with count_native() as counted:
                     _, answers[name], reqs = one_step()
                 if counted["delegated"] or counted["native"] < 2 * n_requests:
                     raise AssertionError(f"scheduler step: the extension did not answer in C: {counted}")
@@ -1331,15 +1224,194 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
         "scheduled_requests": scheduled, "scheduled_tokens": sum(a[1] for a in ref),
         "hit_tokens": sum(a[0] for a in ref), "hit_tokens_first": [a[0] for a in ref[:4]],
         **_batch_ratios(impls, med),
-        "quartiles_ms": {k: [v[0] / 1000, v[1] / 1000] for k, v in quartiles_us(samples).items()},
+        "quartiles_ms": _quartiles_ms(samples),
         "rounds": rounds, "setup_s": setup_s,
     }
-    row["target"] = None  # no issue target: reported
+    row["target"] = None  # no target: reported
     return row
 
 
 # ---------------------------------------------------------------------------
+# the full-attention lookup alone
+
+
+FULL_SPEEDUP = 6.0  # target: the full-attention lookup alone, 2,048 cached blocks
+FULL_BLOCKS = 2048
+FINE_TOKENS = 32768  # the fine-grained row's prompt (2,048 hashes of 16 tokens, blocks of 64)
+API = "FullAttentionManager.find_longest_cache_hit"
+
+
+def _full_names(impls: Impls) -> list[str]:
+    """vLLM, ours, and the other core only when it replaces the
+    full-attention lookup (the python core leaves vLLM's own: timing it
+    would time vLLM twice)."""
+    return [name for name, p in impls.table.items()
+            if name in ("vllm", "ours") or p.full_replaced]
+
+
+def _full_kwargs(hashes: Sequence[Any], max_length: int, pool: Any, block_size: int = BS,
+                alignment: int = BS) -> dict[str, Any]:
+    return dict(block_hashes=list(hashes), max_length=max_length, kv_cache_group_ids=[0],
+                block_pool=pool, kv_cache_spec=full_attention_spec(block_size),
+                drop_eagle_block=False, alignment_tokens=alignment)
+
+
+def _vllm_probes(pool: Any, call: Any) -> int:
+    """The ``get_cached_block`` calls vLLM's own lookup makes on ``call``."""
+    with count_get_cached_block(pool) as counter:
+        call_checked(VLLM_PATCH, None, call)
+    return counter[0]
+
+
+def _timed_row(med: dict[str, float], quartiles: dict[str, list[float]],
+              **extra: Any) -> dict[str, Any]:
+    """A row's keys, then its medians (us) and quartiles per implementation."""
+    return {**extra, **ours_vs_vllm(med), "median_us_by_impl": med, "quartiles_us": quartiles}
+
+
+def full_bench(impls: Impls, n_blocks: int, sizes: Sequence[int], hits: Sequence[float],
+               fine_tokens: int, rounds: int, target_ns: float, filler: int,
+               rng: random.Random) -> dict[str, Any]:
+    """``FullAttentionManager.find_longest_cache_hit`` alone, one group, on
+    a pool with ``filler`` other cached blocks: vLLM's own against ours (the
+    extension's ``full_hit``), interleaved.
+
+    * ``all cached``: ``n_blocks`` blocks of 16 tokens, every one cached
+      (phase 1 reads them all), ``max_length`` the whole prompt;
+    * ``sweep``: N = ``sizes`` blocks, a cached prefix of ``round(h * N)``
+      blocks then misses, ``max_length`` N blocks;
+    * ``fine``: fine-grained mode (``hash_block_size`` 16, ``block_size``
+      64, ``alignment_tokens`` 16) on a prompt of ``fine_tokens`` tokens
+      (``max_length`` one less, as the scheduler asks): every 16-token
+      hash cached up to two hashes into the last block, so phase 1 reads
+      the full blocks and phase 2 probes the tail high to low and hits its
+      second hash."""
+    names = _full_names(impls)
+    fine_n = fine_tokens // BS  # 16-token hashes
+    fine_bs = 4 * BS
+    sweep_keys = [(n, h) for n in sizes for h in hits]
+    planted = n_blocks + sum(round(h * n) for n, h in sweep_keys) + fine_n
+    pool = Planter(filler + planted)
+    pool.fill(filler, [0], rng)
+    fine_pool = Planter(filler + fine_n, pool=make_block_pool(filler + fine_n + 1, BS))
+    fine_pool.fill(filler, [0], rng)
+
+    # all cached
+    hashes = make_block_hashes(n_blocks, b"full-all")
+    pool.plant(hashes, {0: [True] * n_blocks})
+    call = lookup_call(FullAttentionManager, _full_kwargs(hashes, n_blocks * BS, pool.pool))
+    check_against_vllm(impls, names, call, "full attention, all cached", n_blocks * BS)
+    groups: list[dict[str, Job]] = [{name: (impls.table[name], call) for name in names}]
+    ahead_off = read_ahead_off(impls, call)
+    if ahead_off is not None:
+        call_checked(impls.table["ours"], "native", ahead_off)
+        groups[0][NO_AHEAD] = (impls.table["ours"], ahead_off)
+    all_probes = _vllm_probes(pool.pool, call)
+
+    # fine-grained, partial tail
+    fhashes = make_block_hashes(fine_n, b"full-fine")
+    full_blocks = (fine_tokens - 1) // fine_bs
+    tail = full_blocks * 4 + 1  # the last cached 16-token hash (the tail's second)
+    fine_pool.plant(fhashes, {0: [i <= tail for i in range(fine_n)]})
+    fcall = lookup_call(FullAttentionManager, _full_kwargs(fhashes, fine_tokens - 1, fine_pool.pool,
+                                                          block_size=fine_bs, alignment=BS))
+    fref = check_against_vllm(impls, names, fcall, "full attention, fine-grained", (tail + 1) * BS)
+    if len(fref[0][0]) != full_blocks + 1:
+        raise AssertionError(f"fine-grained: vLLM returns {len(fref[0][0])} blocks, want "
+                             f"{full_blocks} full + the tail")
+    groups.append({f"fine/{name}": (impls.table[name], fcall) for name in names})
+    fine_probes = _vllm_probes(fine_pool.pool, fcall)
+
+    samples, reps = time_interleaved(groups, rounds, target_ns)
+    med = medians_us(samples)
+    quart = quartiles_us(samples)
+
+    def row(prefix: str, **extra: Any) -> dict[str, Any]:
+        return _timed_row({name: med[f"{prefix}{name}"] for name in names},
+                         {name: quart[f"{prefix}{name}"] for name in names}, **extra)
+
+    all_row = row("", n_blocks=n_blocks, block_size=BS, hit_tokens=n_blocks * BS,
+                  vllm_probes=all_probes)
+    all_row["target"] = {"want": FULL_SPEEDUP, "ok": all_row["speedup"] >= FULL_SPEEDUP}
+    all_row["read_ahead_off_us"] = med.get(NO_AHEAD)
+    fine_row = row("fine/", hash_block_size=BS, block_size=fine_bs, alignment_tokens=BS,
+                   prompt_tokens=fine_tokens, max_length=fine_tokens - 1, full_blocks=full_blocks,
+                   tail_hash_index=tail, hit_tokens=fref[1], vllm_probes=fine_probes)
+
+    # small-N sweep
+    rows = []
+    for n, h in sweep_keys:
+        k = round(h * n)
+        shashes = make_block_hashes(n, b"full-sweep-%d-%r" % (n, h))
+        pool.plant(shashes, {0: [i < k for i in range(n)]})
+        scall = lookup_call(FullAttentionManager, _full_kwargs(shashes, n * BS, pool.pool))
+        check_against_vllm(impls, names, scall, f"full attention sweep N={n} hits {h}", k * BS)
+        s, _ = time_interleaved([{name: (impls.table[name], scall) for name in names}],
+                                rounds, target_ns / 2)
+        m = medians_us(s)
+        sweep_row = _timed_row(m, quartiles_us(s), mode="full attention", api=API, n_blocks=n,
+                              hit_rate=h, cached_prefix_blocks=k)
+        sweep_row["ok"] = m["ours"] <= m["vllm"]
+        rows.append(sweep_row)
+    return {"api": API, "names": names,
+            "pool_entries": len(pool.pool.cached_block_hash_to_block),
+            "all_cached": all_row, "fine_grained": fine_row, "sweep": rows,
+            "reps_per_sample": reps}
+
+
+# ---------------------------------------------------------------------------
 # output
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@dataclass(frozen=True)
+class LookupCode:
+    """The installed vLLM, and whether the code of its sliding-window
+    lookup is a variant the plugin knows (``variant``: which one, or what
+    changed)."""
+
+    version: str
+    known: bool
+    variant: str
+
+    @classmethod
+    def installed(cls) -> LookupCode:
+        version = adapter_fingerprint.installed_version()
+        found = adapter_fingerprint.check(adapter_fingerprint.SLIDING_WINDOW)
+        return cls(version, found.known, found.variant or "changed: " + ", ".join(found.changed))
+
+
+@dataclass
+class Measured:
+    """Every row of one run, as the row modules return them."""
+
+    cells: list[dict[str, Any]]
+    cost_model: dict[str, Any]
+    sweep: list[dict[str, Any]]
+    full_attention: dict[str, Any]
+    scheduler: list[dict[str, Any]]
+    scheduler_step: dict[str, Any]
+
+
+def print_report(lookup: LookupCode, measured: Measured, impls: Impls, filler: int, masks: int,
+                 probe_masks: int, rounds: int, quick: bool) -> dict[str, Any]:
+    """Every table and target of the run, in order; the targets' verdicts
+    (the receipt's ``targets``)."""
+    m = measured
+    code = "as in " + lookup.variant if lookup.known else "UNKNOWN, " + lookup.variant
+    print(f"vLLM {lookup.version} (lookup code {code}) real BlockPool, "
+          f"block size {BS}, 32-byte hashes, {filler:,} other cached blocks in every pool; answers checked "
+          f"and probes counted on {max(masks, probe_masks)} masks per cell, timed on {masks} masks x "
+          f"{rounds} rounds; baseline {BASELINE.name}" + (" [QUICK: timings mean nothing]" if quick else ""))
+    print_table(m.cells, impls)
+    print_sweep(m.sweep, impls)
+    summary = print_summary(m.cells, m.cost_model, m.sweep, impls, quick)
+    print_full_attention(m.full_attention, impls)
+    print_scheduler(m.scheduler, m.scheduler_step, impls)
+    summary.update(scheduler_and_full_verdicts(m.scheduler, m.full_attention, m.cost_model))
+    return summary
 
 
 def _mark(t: dict[str, Any] | None) -> str:
@@ -1403,8 +1475,23 @@ def _verdict(key: str, ok: bool, detail: str) -> dict[str, Any]:
     return {"ok": ok, "detail": detail}
 
 
+def _never_slower(summary: dict[str, Any], key: str, cells_key: str, rows: list[dict[str, Any]],
+                  with_mode: bool) -> None:
+    """The never-slower target of a small-N sweep: every row ours <= vLLM."""
+    slower = [r for r in rows if not r["ok"]]
+    where = ", ".join(f"{r['mode'] + ' ' if with_mode else ''}N={r['n_blocks']} {r['hit_rate']:.0%} "
+                      f"({r['median_us']:.2f} vs {r['vllm_median_us']:.2f} us)" for r in slower)
+    summary[key] = _verdict(
+        key, not slower,
+        f"({len(rows) - len(slower)} of {len(rows)} cells: ours <= vLLM)"
+        + (": slower in " + where if slower else ""))
+    summary[cells_key] = {"cells": len(rows), "pass": len(rows) - len(slower)}
+
+
 def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], rows: list[dict[str, Any]],
-                  sched: list[dict[str, Any]], impls: Impls, quick: bool) -> dict[str, Any]:
+                  impls: Impls, quick: bool) -> dict[str, Any]:
+    """The cost model, then the targets it and the cells and the small-N
+    sweep are judged by."""
     backend = impls.backend
     summary: dict[str, Any] = {}
     print()
@@ -1453,14 +1540,7 @@ def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], rows: list[
     summary["fixed<=0.5us"] = _verdict(
         "fixed<=0.5us", fixed["ours"] <= FIXED_MAX_US,
         f"(ours {fixed['ours']:.2f} us per call, vLLM {fixed['vllm']:.2f} us; want <= {FIXED_MAX_US})")
-    slower = [r for r in rows if not r["ok"]]
-    summary["never-slower-small-N"] = _verdict(
-        "never-slower-small-N", not slower,
-        f"({len(rows) - len(slower)} of {len(rows)} cells: ours <= vLLM)"
-        + (": slower in " + ", ".join(f"{r['mode']} N={r['n_blocks']} {r['hit_rate']:.0%} "
-                                       f"({r['median_us']:.2f} vs {r['vllm_median_us']:.2f} us)"
-                                       for r in slower) if slower else ""))
-    summary["sweep_cells"] = {"cells": len(rows), "pass": len(rows) - len(slower)}
+    _never_slower(summary, "never-slower-small-N", "sweep_cells", rows, with_mode=True)
     for c in cells:
         t = c["targets"].get("probes<=seed")
         if t and not t["ok"] and c["iid_bound"] is not None and c["iid_bound"] > c["seed_probes"]:
@@ -1493,14 +1573,10 @@ def print_summary(cells: list[dict[str, Any]], cost: dict[str, Any], rows: list[
     return summary
 
 
-def print_full_attention(full: dict[str, Any], sched: list[dict[str, Any]], step: dict[str, Any],
-                  impls: Impls, cost: dict[str, Any]) -> dict[str, Any]:
-    """The full-attention rows, the scheduler rows and their verdicts."""
-    cost_pp = cost["per_probe_ns"]["ours"]
+def print_full_attention(full: dict[str, Any], impls: Impls) -> None:
     backend, other = impls.backend, impls.other
     names = full["names"]
     extra = [n for n in names if n not in ("vllm", "ours")]
-    out: dict[str, Any] = {}
     print()
     print(f"full attention alone: {full['api']}, one group, a pool of {full['pool_entries']:,} cached "
           f"blocks; vLLM's own vs ours ({backend}: the extension's proved full_hit)"
@@ -1523,6 +1599,10 @@ def print_full_attention(full: dict[str, Any], sched: list[dict[str, Any]], step
     for r in rows:
         print(f"  {r['n_blocks']:>3} {r['hit_rate']:>5.0%} | {r['vllm_median_us']:>7.2f} {r['median_us']:>7.2f} "
               f"| {r['speedup']:>6.2f} {'ok' if r['ok'] else 'SLOWER':>6}")
+
+
+def print_scheduler(sched: list[dict[str, Any]], step: dict[str, Any], impls: Impls) -> None:
+    backend, other = impls.backend, impls.other
     print()
     for s in sched:
         m = s["median_ms"]
@@ -1553,6 +1633,15 @@ def print_full_attention(full: dict[str, Any], sched: list[dict[str, Any]], step
           + f"; with both lookups free {m['both_free']:.2f} ms, so the ceiling is {step['ceiling_speedup']:.2f}x "
           f"(vLLM's lookups are {step['lookups_share_of_vllm']:.0%} of its schedule(); the rest, e.g. "
           "allocate_slots touching every hit block, is vLLM's own and O(N) per request)")
+
+
+def scheduler_and_full_verdicts(sched: list[dict[str, Any]], full: dict[str, Any],
+                                cost: dict[str, Any]) -> dict[str, Any]:
+    """The targets of the scheduler rows and the full-attention rows, with
+    what bounds a miss (the cost model's probe, the free-lookups floor)."""
+    cost_pp = cost["per_probe_ns"]["ours"]
+    a = full["all_cached"]
+    out: dict[str, Any] = {}
     worst = min(sched, key=lambda s: s["speedup"]) if sched else None
     out["scheduler>=15x"] = _verdict(
         "scheduler>=15x", bool(sched) and all(s["target"]["ok"] for s in sched),
@@ -1574,13 +1663,7 @@ def print_full_attention(full: dict[str, Any], sched: list[dict[str, Any]], step
            f"; bound: ours {per_block:.0f} ns per cached block (probe + answer lists), {FULL_SPEEDUP:.0f}x "
            f"needs <= {a['vllm_median_us'] * 1000 / FULL_SPEEDUP / a['n_blocks']:.0f} ns; ours' "
            f"sliding-window probe costs {cost_pp['hit']:.0f} ns on a hit in the same run's cost model"))
-    slower = [r for r in rows if not r["ok"]]
-    out["full-never-slower-small-N"] = _verdict(
-        "full-never-slower-small-N", not slower,
-        f"({len(rows) - len(slower)} of {len(rows)} cells: ours <= vLLM)"
-        + (": slower in " + ", ".join(f"N={r['n_blocks']} {r['hit_rate']:.0%} ({r['median_us']:.2f} vs "
-                                       f"{r['vllm_median_us']:.2f} us)" for r in slower) if slower else ""))
-    out["full_sweep_cells"] = {"cells": len(rows), "pass": len(rows) - len(slower)}
+    _never_slower(out, "full-never-slower-small-N", "full_sweep_cells", full["sweep"], with_mode=False)
     return out
 
 
@@ -1611,7 +1694,107 @@ def compact_json(obj: Any, indent: int = 0) -> str:
     return "[\n" + body + "\n" + pad + "]"
 
 
-def main() -> int:
+
+def build_receipt(args: argparse.Namespace, inputs: dict[str, Any], lookup: LookupCode, impls: Impls,
+            filler: int, summary: dict[str, Any], measured: Measured, wall: float) -> dict[str, Any]:
+    """The run's JSON receipt: what ran where, the targets, every row."""
+    return {
+        "benchmark": "vLLM SlidingWindowManager.find_longest_cache_hit vs the stride search, "
+                     "FullAttentionManager.find_longest_cache_hit vs full_hit, the scheduler's "
+                     "get_computed_blocks and Scheduler.schedule(), real BlockPool "
+                     "(benchmarks/bench_vllm.py)",
+        "quick": args.quick,
+        "args": vars(args),
+        "inputs": inputs,
+        "environment": {"python": platform.python_version(), "machine": platform.platform(),
+                        "cpus": os.cpu_count(), "torch": torch.__version__,
+                        "vllm": getattr(vllm, "__version__", "unknown")},
+        "vllm_version": lookup.version,
+        "vllm_fingerprint": {"known": lookup.known, "version": lookup.version, "variant": lookup.variant},
+        "core": impls.backend,
+        "other_core": impls.other,
+        "other_error": impls.other_error,
+        "native_error": impls.native_error,
+        "implementations": list(impls.table),
+        "baseline": f"benchmarks/results/{BASELINE.name}",
+        "pool_entries": filler,
+        "targets": summary,
+        "cost_model": measured.cost_model,
+        "cells": measured.cells,
+        "sweep": measured.sweep,
+        "scheduler": measured.scheduler,
+        "full_attention": measured.full_attention,
+        "scheduler_step": measured.scheduler_step,
+        "wall_s": wall,
+    }
+
+
+def write_receipt(receipt: dict[str, Any], stem: str) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{stem}.json"
+    out.write_text(compact_json(receipt) + "\n")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the driver
+
+
+PLOT_COPY = ROOT / "docs" / "img" / "bench-scaling.png"
+POOL_ENTRIES = 65536  # other cached blocks in every pool's hash map
+
+
+@dataclass(frozen=True)
+class RunSizes:
+    """How much of each row one run measures."""
+
+    masks: int  # random masks timed per cell
+    probe_masks: int  # masks per cell on which answers are checked and probes counted
+    rounds: int  # interleaved rounds per mask
+    target_ns: float  # the length of one sample
+    filler: int  # other cached blocks in every pool
+    cost_sizes: tuple[int, ...]
+    sweep_sizes: tuple[int, ...]
+    sweep_masks: int
+    full_blocks: int
+    fine_tokens: int
+    full_sizes: tuple[int, ...]
+    sched_rounds: int
+    # get_computed_blocks batches: (window, requests, context, sliding-window groups)
+    sched_cfgs: tuple[tuple[int, int, int, int], ...]
+    step: dict[str, int]  # scheduler_step_bench's arguments
+
+    @classmethod
+    def quick(cls) -> RunSizes:
+        return cls(masks=2, probe_masks=3, rounds=2, target_ns=0.1e6, filler=2048,
+                   cost_sizes=(16, 64), sweep_sizes=(1, 8, 16), sweep_masks=1,
+                   full_blocks=128, fine_tokens=2048, full_sizes=(1, 8, 16), sched_rounds=2,
+                   sched_cfgs=((1024, 4, 4096, 1), (1024, 4, 4096, 3)),
+                   step=dict(n_requests=4, docs=2, min_tokens=1024, max_tokens=2048, window=1024,
+                             swa_groups=1, budget=8192, rounds=2))
+
+    @classmethod
+    def full(cls, args: argparse.Namespace) -> RunSizes:
+        return cls(masks=args.masks, probe_masks=args.probe_masks, rounds=args.rounds,
+                   target_ns=args.sample_ms * 1e6, filler=args.pool_entries,
+                   cost_sizes=COST_SIZES, sweep_sizes=SWEEP_SIZES, sweep_masks=3,
+                   full_blocks=FULL_BLOCKS, fine_tokens=FINE_TOKENS, full_sizes=SWEEP_SIZES,
+                   sched_rounds=args.sched_rounds,
+                   sched_cfgs=((1024, 64, 32768, 1), (128, 64, 32768, 1), (1024, 64, 32768, 3)),
+                   step=dict(n_requests=64, docs=8, min_tokens=8192, max_tokens=32768, window=1024,
+                             swa_groups=1, budget=8192, rounds=args.sched_rounds))
+
+    def inputs(self) -> dict[str, Any]:
+        """The receipt's ``inputs``."""
+        return {"block_size": BS, "hash_bytes": 32, "masks_timed": self.masks,
+                "masks_counted": self.probe_masks, "rounds": self.rounds,
+                "sample_target_ns": self.target_ns, "windows": list(WINDOWS),
+                "contexts": list(CONTEXTS), "hit_rates": list(HIT_RATES),
+                "sweep_sizes": list(self.sweep_sizes), "sweep_hits": list(SWEEP_HITS),
+                "sweep_window": SWEEP_WINDOW, "sweep_masks": self.sweep_masks}
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes; smoke test only")
     parser.add_argument("--masks", type=int, default=6, help="random masks (timed) per cell")
@@ -1624,27 +1807,34 @@ def main() -> int:
                         help="other cached blocks in every pool's hash map")
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--no-plot", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(sizes: RunSizes, impls: Impls, quick: bool, rng: random.Random) -> Measured:
+    """Every row, in the order that draws the run's random numbers."""
+    s = sizes
+    specs = cell_specs(quick)
+    hashes_of = Hashes(max(spec.context for spec in specs) // BS)
+    cells = [run_cell(spec, impls, hashes_of, s.masks, s.probe_masks, s.rounds, s.target_ns,
+                      s.filler, rng) for spec in specs]
+    cost = cost_model(impls, s.cost_sizes, s.filler, s.target_ns, max(s.rounds, 3), cells, rng)
+    sweep = small_n_sweep(impls, s.sweep_sizes, SWEEP_HITS, SWEEP_WINDOW, s.sweep_masks, s.rounds,
+                          s.target_ns / 2, s.filler, rng)
+    full = full_bench(impls, s.full_blocks, s.full_sizes, SWEEP_HITS, s.fine_tokens,
+                      max(s.rounds, 3), s.target_ns, s.filler, rng)
+    sched = [scheduler_bench(impls, w, nr, ctx, SEED_HIT_RATE, s.sched_rounds, rng, swa_groups=g)
+             for w, nr, ctx, g in s.sched_cfgs]
+    step = scheduler_step_bench(impls, rng=rng, **s.step)
+    return Measured(cells=cells, cost_model=cost, sweep=sweep, full_attention=full,
+                           scheduler=sched, scheduler_step=step)
+
+
+def main() -> int:
+    args = parse_args()
     started = time.perf_counter()
-    if args.quick:
-        masks, probe_masks, rounds, target_ns, sched_rounds = 2, 3, 2, 0.1e6, 2
-        sched_cfgs = [(1024, 4, 4096, 1), (1024, 4, 4096, 3)]
-        filler, cost_sizes, sweep_sizes, sweep_masks = 2048, (16, 64), (1, 8, 16), 1
-        full_blocks, fine_tokens, full_sizes = 128, 2048, (1, 8, 16)
-        step = dict(n_requests=4, docs=2, min_tokens=1024, max_tokens=2048, window=1024,
-                    swa_groups=1, budget=8192, rounds=2)
-    else:
-        masks, probe_masks, rounds = args.masks, args.probe_masks, args.rounds
-        target_ns, sched_rounds = args.sample_ms * 1e6, args.sched_rounds
-        sched_cfgs = [(1024, 64, 32768, 1), (128, 64, 32768, 1), (1024, 64, 32768, 3)]
-        filler, cost_sizes, sweep_sizes, sweep_masks = args.pool_entries, COST_SIZES, SWEEP_SIZES, 3
-        full_blocks, fine_tokens, full_sizes = FULL_BLOCKS, FINE_TOKENS, SWEEP_SIZES
-        step = dict(n_requests=64, docs=8, min_tokens=8192, max_tokens=32768, window=1024,
-                    swa_groups=1, budget=8192, rounds=args.sched_rounds)
+    sizes = RunSizes.quick() if args.quick else RunSizes.full(args)
     rng = random.Random(args.seed)
-    version = adapter_fingerprint.installed_version()
-    found = adapter_fingerprint.check(adapter_fingerprint.SLIDING_WINDOW)
-    known, digest = found.known, found.variant or "changed: " + ", ".join(found.changed)
+    lookup = LookupCode.installed()
     baseline_speedups()  # fail early without the baseline receipt
     impls = capture_impls()
     if impls.native_error:
@@ -1656,68 +1846,19 @@ def main() -> int:
         print("PREFIX_CACHE_REQUIRE_NATIVE=1 but the native core is measured in neither column "
               f"({impls.other_error or 'extension unavailable'})")
         return 1
-    hashes_of = Hashes(max(s.context for s in cell_specs(args.quick)) // BS)
-    cells = [run_cell(spec, impls, hashes_of, masks, probe_masks, rounds, target_ns, filler, rng)
-             for spec in cell_specs(args.quick)]
-    cost = cost_model(impls, cost_sizes, filler, target_ns, max(rounds, 3), cells, rng)
-    rows = sweep(impls, sweep_sizes, SWEEP_HITS, SWEEP_WINDOW, sweep_masks, rounds, target_ns / 2,
-                 filler, rng)
-    full = full_bench(impls, full_blocks, full_sizes, SWEEP_HITS, fine_tokens, max(rounds, 3),
-                      target_ns, filler, rng)
-    sched = [scheduler_bench(impls, w, nr, ctx, SEED_HIT_RATE, sched_rounds, rng, swa_groups=g)
-             for w, nr, ctx, g in sched_cfgs]
-    step_row = scheduler_step_bench(impls, rng=rng, **step)
-    print(f"vLLM {version} (lookup code {'as in ' + digest if known else 'UNKNOWN, ' + digest}) real BlockPool, "
-          f"block size {BS}, 32-byte hashes, {filler:,} other cached blocks in every pool; answers checked "
-          f"and probes counted on {max(masks, probe_masks)} masks per cell, timed on {masks} masks x "
-          f"{rounds} rounds; baseline {BASELINE.name}" + (" [QUICK: timings mean nothing]" if args.quick else ""))
-    print_table(cells, impls)
-    print_sweep(rows, impls)
-    summary = print_summary(cells, cost, rows, sched, impls, args.quick)
-    summary.update(print_full_attention(full, sched, step_row, impls, cost))
+    measured = measure(sizes, impls, args.quick, rng)
+    summary = print_report(lookup, measured, impls, sizes.filler, sizes.masks,
+                                  sizes.probe_masks, sizes.rounds, args.quick)
     wall = time.perf_counter() - started
-    RESULTS.mkdir(exist_ok=True)
     stem = "vllm-quick" if args.quick else f"vllm-{time.strftime('%Y%m%dT%H%M%S')}"
-    receipt = {
-        "benchmark": "vLLM SlidingWindowManager.find_longest_cache_hit vs the stride search, "
-                     "FullAttentionManager.find_longest_cache_hit vs full_hit, the scheduler's "
-                     "get_computed_blocks and Scheduler.schedule(), real BlockPool "
-                     "(benchmarks/bench_vllm.py)",
-        "quick": args.quick,
-        "args": vars(args),
-        "inputs": {"block_size": BS, "hash_bytes": 32, "masks_timed": masks, "masks_counted": probe_masks,
-                   "rounds": rounds, "sample_target_ns": target_ns, "windows": list(WINDOWS),
-                   "contexts": list(CONTEXTS), "hit_rates": list(HIT_RATES),
-                   "sweep_sizes": list(sweep_sizes), "sweep_hits": list(SWEEP_HITS),
-                   "sweep_window": SWEEP_WINDOW, "sweep_masks": sweep_masks},
-        "environment": {"python": platform.python_version(), "machine": platform.platform(),
-                        "cpus": os.cpu_count(), "torch": torch.__version__,
-                        "vllm": getattr(vllm, "__version__", "unknown")},
-        "vllm_version": version,
-        "vllm_fingerprint": {"known": known, "version": version, "variant": digest},
-        "core": impls.backend,
-        "other_core": impls.other,
-        "other_error": impls.other_error,
-        "native_error": impls.native_error,
-        "implementations": list(impls.table),
-        "baseline": f"benchmarks/results/{BASELINE.name}",
-        "pool_entries": filler,
-        "targets": summary,
-        "cost_model": cost,
-        "cells": cells,
-        "sweep": rows,
-        "scheduler": sched,
-        "full_attention": full,
-        "scheduler_step": step_row,
-        "wall_s": wall,
-    }
-    out = RESULTS / f"{stem}.json"
-    out.write_text(compact_json(receipt) + "\n")
+    receipt = build_receipt(args, sizes.inputs(), lookup, impls, sizes.filler, summary, measured,
+                             wall)
+    out = write_receipt(receipt, stem)
     print(f"receipt: {out}")
     if not args.no_plot:
         from benchmarks.plot import plot_receipt
 
-        png = plot_receipt(receipt, RESULTS / f"{stem}.png")
+        png = plot_receipt(receipt, out.with_suffix(".png"))
         print(f"plot: {png}")
         if not args.quick:
             PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
