@@ -3,7 +3,7 @@ interpreter this machine has a venv for.
 
     python benchmarks/bench_interpreters.py [--quick]
 
-The measurement is bench_vllm.py's ``scheduler_bench`` (``KVCacheManager.
+The measurement is scheduler_rows.py's ``scheduler_bench`` (``KVCacheManager.
 get_computed_blocks`` on a batch of hybrid requests, full attention + one
 sliding-window group, real ``BlockPool``; vLLM's own lookups and ours timed
 interleaved, answers checked equal first), run by each interpreter in its
@@ -35,7 +35,7 @@ VENVS = {
     "3.13": ROOT / "build" / "venvs" / "py313",
     "3.14": ROOT / "build" / "venvs" / "py314",
 }
-# The batch: 1,024-token window, 32K-token prompts (bench_vllm's first
+# The batch: 1,024-token window, 32K-token prompts (bench_vllm.py's first
 # scheduler configuration), fewer requests and rounds with --quick.
 WINDOW, CONTEXT = 1024, 32768
 
@@ -45,18 +45,21 @@ def child(quick: bool, seed: int) -> dict:
     import platform
 
     sys.path[:0] = [str(ROOT)]
-    from benchmarks import bench_vllm
+    from benchmarks.harness import capture_impls
+    from benchmarks.scheduler_rows import scheduler_bench
+    from benchmarks.seed_table import SEED_HIT_RATE
     from extracted_c import hotpath
+    from vllm_adapter import fingerprint
 
-    impls = bench_vllm.capture_impls()
+    impls = capture_impls()
     requests, rounds = (4, 2) if quick else (64, 15)
-    row = bench_vllm.scheduler_bench(
-        impls, WINDOW, requests, CONTEXT, bench_vllm.SEED_HIT_RATE, rounds,
+    row = scheduler_bench(
+        impls, WINDOW, requests, CONTEXT, SEED_HIT_RATE, rounds,
         random.Random(seed), swa_groups=1,
     )
     return {
         "python": platform.python_version(),
-        "vllm": bench_vllm.adapter_fingerprint.installed_version(),
+        "vllm": fingerprint.installed_version(),
         "core": impls.backend,
         "fast_paths": hotpath.fast_paths(),
         "requests": requests,
