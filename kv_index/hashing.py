@@ -14,6 +14,13 @@ default, ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``) their low 64 bits as an
 int (``maybe_convert_block_hash``). ``event_key`` maps both to the int, so
 the index stores one kind of key whatever the replica publishes.
 tests/test_kv_index.py checks these against vLLM's own functions.
+
+This is the reference chain. ``KVIndex``'s native core computes the sha256
+chain in C (extracted_c/kvindex_module.c: the same pickle bytes, SHA-NI
+when the CPU has it), and declines to this one for what it does not encode
+(ints beyond [-2**63, 2**64), a block pickle past one 64 KiB frame);
+sha256_cbor stays here, in Python, and NONE_HASH is computed here once per
+replica.
 """
 
 from __future__ import annotations
