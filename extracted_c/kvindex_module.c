@@ -979,6 +979,8 @@ static PyObject *kv_score(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     max_len = PyLong_AsLongLong(args[5]);
     if (max_len == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "max_cache_hit_length is out of range");
         return NULL;
     }
     hybrid = PyObject_IsTrue(args[6]);

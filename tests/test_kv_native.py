@@ -377,7 +377,9 @@ def test_bad_input_names_the_argument(kvn) -> None:
                                   (2, b"123", ValueError, "keys"), (2, "ab", TypeError, "keys"),
                                   (3, 0, ValueError, "hash_block_size"),
                                   (4, "16", TypeError, "alignment_tokens"),
-                                  (5, 1.5, TypeError, "max_cache_hit_length")]:
+                                  (5, 1.5, TypeError, "max_cache_hit_length"),
+                                  (5, 2**70, ValueError, "max_cache_hit_length"),
+                                  (5, 2**62, ValueError, "keys")]:
         args = list(ok)
         args[pos] = value
         with pytest.raises(exc, match=word):
