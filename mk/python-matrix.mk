@@ -13,9 +13,11 @@
 #   matrix-py314    the same where a python3.14 is found, else SKIPPED
 #   cross-aarch64   the proved core and the glue cross-compiled for aarch64
 #                   (Debian's gcc-aarch64-linux-gnu, the project's flags,
-#                   -Werror, the aarch64 headers of Debian's CPython), then the
-#                   self-check under qemu-aarch64-static with Debian's aarch64
-#                   CPython (SKIPPED with the reason where it cannot run)
+#                   -Werror, the aarch64 headers of Debian's CPython): both
+#                   extensions, extracted_c._hotpath and kv_index._kvnative
+#                   (portable SHA-256 only); then the self-check (both)
+#                   under qemu-aarch64-static with Debian's aarch64 CPython
+#                   (SKIPPED with the reason where it cannot run)
 # Venvs live in build/venvs/ (idempotent: a stamp per venv, rebuilt when
 # requirements/ or pyproject.toml change).
 
@@ -67,7 +69,7 @@ define matrix_run
 	mkdir -p $(MATRIX_DIR)
 	@rm -f $(MATRIX_DIR)/$(2)-*.xml $(MATRIX_DIR)/$(2)-selfcheck.json
 	@start=$$(date +%s); status=0; py=$(MATRIX_VENVS)/$(1)/bin/python; \
-	$$py $(MATRIX_SELFCHECK) | tee $(MATRIX_DIR)/$(2)-selfcheck.log || status=1; \
+	$(TEST_ENV) $$py $(MATRIX_SELFCHECK) | tee $(MATRIX_DIR)/$(2)-selfcheck.log || status=1; \
 	tail -n 1 $(MATRIX_DIR)/$(2)-selfcheck.log > $(MATRIX_DIR)/$(2)-selfcheck.json; \
 	suites="--selfcheck $(MATRIX_DIR)/$(2)-selfcheck.json"; \
 	for suite in $(3); do name=$${suite%%=*}; files=$${suite#*=}; \
@@ -119,6 +121,7 @@ AARCH64_DEBS := libpython$(AARCH64_PY)-dev libpython$(AARCH64_PY)-minimal libpyt
 	libbz2-1.0 liblzma5 libzstd1 libcrypt1 libuuid1 libsqlite3-0 libmpdec4 libmpdec3 libncursesw6 libtinfo6 libreadline8t64 libreadline8 libdb5.3t64 libdb5.3 libgcc-s1 libstdc++6
 AARCH64_SYSROOT_STAMP := $(AARCH64)/.sysroot-stamp
 AARCH64_SO := $(AARCH64)/_hotpath.cpython-$(subst .,,$(AARCH64_PY))-aarch64-linux-gnu.so
+AARCH64_KV_SO := $(AARCH64)/_kvnative.cpython-$(subst .,,$(AARCH64_PY))-aarch64-linux-gnu.so
 AARCH64_ID := cpython-$(AARCH64_PY)-aarch64-qemu
 CORE_FLAGS_PY = $(shell $(PY) -c 'import ast,sys; t=ast.parse(open("setup.py").read()); print(" ".join(next(ast.literal_eval(n.value) for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == sys.argv[1])))' CORE_FLAGS)
 GLUE_FLAGS_PY = $(shell $(PY) -c 'import ast,sys; t=ast.parse(open("setup.py").read()); print(" ".join(next(ast.literal_eval(n.value) for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == sys.argv[1])))' GLUE_FLAGS)
@@ -142,12 +145,14 @@ $(AARCH64_SYSROOT_STAMP):
 # The aarch64 build: every unit compiled with -Werror (any warning fails),
 # linked as a shared object; the target's Python CFLAGS from its sysconfig
 # data, as setup.py would take them there.
-$(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
-	mkdir -p $(AARCH64)/obj
-	@cfg=$$(ls $(AARCH64_SYSROOT)/usr/lib/python$(AARCH64_PY)/_sysconfigdata__linux_aarch64-linux-gnu.py 2>/dev/null | head -1); \
+AARCH64_PYCFLAGS = cfg=$$(ls $(AARCH64_SYSROOT)/usr/lib/python$(AARCH64_PY)/_sysconfigdata__linux_aarch64-linux-gnu.py 2>/dev/null | head -1); \
 	pycflags=$$($(PY) -c 'import runpy,sys; v=runpy.run_path(sys.argv[1])["build_time_vars"]; print(v["CFLAGS"], v["CCSHARED"])' $$cfg \
 		| sed -e 's/-ffile-prefix-map=[^ ]*//g' -e 's/-fdebug-prefix-map=[^ ]*//g'); \
-	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iextracted_c"; \
+	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iextracted_c"
+
+$(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
+	mkdir -p $(AARCH64)/obj
+	@$(AARCH64_PYCFLAGS); \
 	set -x; \
 	for u in prefix_cache_probe full_attention_probe offload_lookup_probe; do \
 		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
@@ -157,18 +162,38 @@ $(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
 
+# kv_index._kvnative the same way (setup.py's KV_CORE_SOURCES with
+# CORE_FLAGS, KV_GLUE_SOURCES with Python's CFLAGS + GLUE_FLAGS): off x86-64
+# kvindex_sha256.c compiles its portable SHA-256 only (its #if guard; the
+# preprocessed unit is checked to hold no SHA-NI code).
+$(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
+	mkdir -p $(AARCH64)/obj-kv
+	@$(AARCH64_PYCFLAGS); \
+	set -x; \
+	for u in prefix_cache joint; do \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
+	for u in kvindex_module kvindex_sha256; do \
+		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
+	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E extracted_c/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
+		|| { set +x; echo "kvindex_sha256.c: SHA-NI code compiled for aarch64"; exit 1; }; \
+	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj-kv/*.o
+	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
+
 # The self-check under qemu: Debian's aarch64 CPython imports the
-# cross-built module ($$PREFIX_CACHE_HOTPATH), prints its fast-path choice
-# and runs scripts/matrix/selfcheck.py; the receipt is written by the same
-# interpreter.
-cross-aarch64: $(AARCH64_SO)
+# cross-built modules ($$PREFIX_CACHE_HOTPATH, $$PREFIX_CACHE_KVNATIVE;
+# $$PREFIX_CACHE_REQUIRE_NATIVE=1: a kv_index._kvnative that does not load
+# fails), prints the fast-path choices and runs scripts/matrix/selfcheck.py
+# (kv_index with the standard library only); the receipt is written by the
+# same interpreter.
+cross-aarch64: $(AARCH64_SO) $(AARCH64_KV_SO)
 	@mkdir -p $(MATRIX_DIR); start=$$(date +%s); \
 	qpy="qemu-aarch64-static -L $(AARCH64_SYSROOT) $(AARCH64_SYSROOT)/usr/bin/python$(AARCH64_PY)"; \
-	export PYTHONHOME=$(AARCH64_SYSROOT)/usr PYTHONDONTWRITEBYTECODE=1 PREFIX_CACHE_HOTPATH=$(AARCH64_SO); \
+	export PYTHONHOME=$(AARCH64_SYSROOT)/usr PYTHONDONTWRITEBYTECODE=1 PREFIX_CACHE_HOTPATH=$(AARCH64_SO) \
+		PREFIX_CACHE_KVNATIVE=$(AARCH64_KV_SO) PREFIX_CACHE_REQUIRE_NATIVE=1; \
 	if ! command -v qemu-aarch64-static >/dev/null || ! $$qpy -c 'import sys; print(sys.version)' >/dev/null 2>&1; then \
 		why="qemu-aarch64-static or the aarch64 CPython in $(AARCH64_SYSROOT) cannot run here"; \
-		echo "cross-aarch64: built $(AARCH64_SO) warning-free; self-check SKIPPED - $$why"; \
-		unset PYTHONHOME PREFIX_CACHE_HOTPATH; \
+		echo "cross-aarch64: built $(AARCH64_SO) and $(AARCH64_KV_SO) warning-free; self-check SKIPPED - $$why"; \
+		unset PYTHONHOME PREFIX_CACHE_HOTPATH PREFIX_CACHE_KVNATIVE PREFIX_CACHE_REQUIRE_NATIVE; \
 		$(PY) $(MATRIX_RECEIPT) --id $(AARCH64_ID) --out $(MATRIX_DIR)/$(AARCH64_ID).json --skipped "$$why"; exit 0; fi; \
 	status=0; timeout 600 $$qpy $(MATRIX_SELFCHECK) | tee $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.log || status=1; \
 	tail -n 1 $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.log > $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.json; \
