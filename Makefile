@@ -126,21 +126,22 @@ $(LIB_ASAN): $(C_SRC)
 	$(CC) $(CFLAGS_ASAN) -o $@ $(C_UNITS)
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 
-$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
+# An extension built with ASan + UBSan from the sources $(1) (the glue and
+# the proved C), refused unless it is instrumented.
+define asan_extension
 	mkdir -p $(dir $@)
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
-		-Iextracted_c -o $@ $(HOTPATH_ASAN_SRC)
+		-Iextracted_c -o $@ $(1)
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
+endef
+
+$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
+	$(call asan_extension,$(HOTPATH_ASAN_SRC))
 
 $(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) | $(STAMP)
-	mkdir -p $(dir $@)
-	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
-		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
-		-Iextracted_c -o $@ $(KVNATIVE_ASAN_SRC)
-	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
+	$(call asan_extension,$(KVNATIVE_ASAN_SRC))
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
 	mkdir -p $(dir $@)
