@@ -7,7 +7,10 @@ the targets (PASS/MISS) and the CDF plot.
 pool; ``make check`` runs ``--quick`` (a few requests per layout: every
 path runs and the runs must be identical, the timings mean nothing);
 ``make replay-trace`` runs the whole trace on every layout and both pools
-and writes the receipt that is committed. Each run is
+and writes the receipt that is committed. ``--merge RECEIPT ...`` joins
+the runs of receipts written by earlier invocations (the whole trace takes
+hours, so it may be run a few layouts at a time) into one receipt, its
+table, targets and plot, each run kept as it was measured. Each run is
 ``python -m benchmarks.replay`` (its own process: vLLM's classes are
 patched per process); a run whose plugin-off and plugin-on schedules differ
 fails the suite.
@@ -108,6 +111,77 @@ def plot(runs: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
+def merged_runs(receipts: list[Path]) -> tuple[list[dict[str, Any]], int | None]:
+    """The runs of several suite receipts, each layout and pool once, all of
+    the same number of requests; raises ValueError naming the receipt."""
+    runs: list[dict[str, Any]] = []
+    requests: set[int | None] = set()
+    seen: dict[tuple[str, str], Path] = {}
+    for path in receipts:
+        if not path.is_file():
+            raise ValueError(f"--merge: no such receipt {path}")
+        try:
+            data = json.loads(path.read_text())
+            found = data["runs"]
+            requests.add(data["requests"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"--merge: {path} is not a replay_suite receipt ({exc!r})") from None
+        for run in found:
+            key = (run["layout"], run["pool"])
+            if key in seen:
+                raise ValueError(f"--merge: {key[0]} {key[1]} pool is in both {seen[key]} and {path}")
+            seen[key] = path
+            runs.append(dict(run, receipt=path.name))
+    if len(requests) != 1:
+        raise ValueError(f"--merge: the receipts replay different numbers of requests: {sorted(map(str, requests))}")
+    order = {name: i for i, name in enumerate(replay_layouts.names())}
+    runs.sort(key=lambda r: (order.get(r["layout"], len(order)), r["pool"] != "full"))
+    return runs, requests.pop()
+
+
+def report(runs: list[dict[str, Any]], requests: int | None, *, quick: bool,
+           layouts: list[str] | None = None, merged_from: list[Path] | None = None) -> int:
+    """The table, the targets, the receipt and the plot of ``runs``; the exit
+    code (1 when a run was not identical)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    if layouts is None:
+        layouts = sorted({r["layout"] for r in runs})
+    print()
+    for line in table(runs):
+        print(line)
+    print()
+    ok = True
+    for r in runs:
+        share_ok = r["on"]["lookup_share"] <= LOOKUP_SHARE_MAX
+        ok &= r["identical"]
+        print(f"target {r['layout']} {r['pool']}: identical=yes {'PASS' if r['identical'] else 'MISS'}; "
+              f"lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% with the plugin on "
+              f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%)")
+    name = "replay-quick" if quick else (
+        f"replay-trace-{stamp}" if requests is None else f"replay-{requests}-{stamp}")
+    receipt = RESULTS / f"{name}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    pools = [pool for pool in ("full", "half") if any(r["pool"] == pool for r in runs)]
+    body: dict[str, Any] = {"requests": requests, "pools": pools, "runs": runs}
+    if merged_from:
+        body["merged_from"] = [path.name for path in merged_from]
+    receipt.write_text(json.dumps(body, indent=1) + "\n")
+    print(f"receipt {receipt.relative_to(ROOT)}")
+    if not quick:
+        png = receipt.with_suffix(".png")
+        plot(runs, png)
+        # The README's copy only from a run of every layout.
+        if set(layouts) == set(replay_layouts.names()):
+            PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
+            PLOT_COPY.write_bytes(png.read_bytes())
+            print(f"plot {png.relative_to(ROOT)} (copied to {PLOT_COPY.relative_to(ROOT)})")
+        else:
+            print(f"plot {png.relative_to(ROOT)}")
+    for r in runs:
+        print(r["replay_line"])
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=mooncake.DEFAULT_TRACE)
@@ -117,7 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_REQUESTS} requests of the committed sample per layout: "
                              "every path, no meaningful timing")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="RECEIPT",
+                        help="join the runs of these suite receipts into one (no run is made)")
     args = parser.parse_args(argv)
+    if args.merge:
+        try:
+            runs, requests = merged_runs(args.merge)
+        except ValueError as exc:
+            parser.error(str(exc))
+        return report(runs, requests, quick=False, merged_from=args.merge)
     if args.requests == "all":
         requests = None
     elif args.requests.isdigit() and int(args.requests) > 0:
@@ -141,43 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     layouts = args.layouts.split(",")
     if set(layouts) - set(replay_layouts.names()):
         parser.error(f"--layouts must be among {replay_layouts.names()}, got {args.layouts!r}")
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     runs = []
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
         for layout in layouts:
             for pool in pools:
                 runs.append(run_one(layout, pool, requests, args.trace,
                                     Path(tmp) / f"{layout}-{pool}.json"))
-    print()
-    for line in table(runs):
-        print(line)
-    print()
-    ok = True
-    for r in runs:
-        share_ok = r["on"]["lookup_share"] <= LOOKUP_SHARE_MAX
-        ok &= r["identical"]
-        print(f"target {r['layout']} {r['pool']}: identical=yes {'PASS' if r['identical'] else 'MISS'}; "
-              f"lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% with the plugin on "
-              f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%)")
-    name = "replay-quick" if args.quick else (
-        f"replay-trace-{stamp}" if requests is None else f"replay-{requests}-{stamp}")
-    receipt = RESULTS / f"{name}.json"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    receipt.write_text(json.dumps({"requests": requests, "pools": pools, "runs": runs}, indent=1) + "\n")
-    print(f"receipt {receipt.relative_to(ROOT)}")
-    if not args.quick:
-        png = receipt.with_suffix(".png")
-        plot(runs, png)
-        # The README's copy only from a run of every layout.
-        if set(layouts) == set(replay_layouts.names()):
-            PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
-            PLOT_COPY.write_bytes(png.read_bytes())
-            print(f"plot {png.relative_to(ROOT)} (copied to {PLOT_COPY.relative_to(ROOT)})")
-        else:
-            print(f"plot {png.relative_to(ROOT)}")
-    for r in runs:
-        print(r["replay_line"])
-    return 0 if ok else 1
+    return report(runs, requests, quick=args.quick, layouts=layouts)
 
 
 if __name__ == "__main__":

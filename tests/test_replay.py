@@ -174,3 +174,32 @@ def test_suite_refuses_a_missing_trace(capsys: pytest.CaptureFixture[str]) -> No
         replay_suite.main(["--trace", "/no/such/trace.jsonl"])
     assert exc.value.code == 2
     assert "--trace" in capsys.readouterr().err
+
+
+def test_suite_merges_receipts_each_run_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--merge joins the runs of receipts written by separate invocations,
+    in the suite's layout order, each tagged with its receipt; a layout and
+    pool twice, receipts of different request counts, or a missing receipt
+    are refused, naming the receipt."""
+    from benchmarks import replay_suite
+
+    def receipt(name: str, requests: int | None, *runs: tuple[str, str]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"requests": requests, "pools": [],
+                                    "runs": [{"layout": layout, "pool": pool} for layout, pool in runs]}))
+        return path
+
+    a = receipt("a.json", None, ("llama-3.1-8b", "half"), ("llama-3.1-8b", "full"))
+    b = receipt("b.json", None, ("gemma-3-27b", "full"))
+    runs, requests = replay_suite.merged_runs([a, b])
+    assert requests is None
+    assert [(r["layout"], r["pool"], r["receipt"]) for r in runs] == [
+        ("gemma-3-27b", "full", "b.json"), ("llama-3.1-8b", "full", "a.json"), ("llama-3.1-8b", "half", "a.json")]
+    with pytest.raises(ValueError, match="llama-3.1-8b full pool is in both .*a.json and .*c.json"):
+        replay_suite.merged_runs([a, receipt("c.json", None, ("llama-3.1-8b", "full"))])
+    with pytest.raises(ValueError, match="different numbers of requests"):
+        replay_suite.merged_runs([a, receipt("d.json", 2000, ("gpt-oss-120b", "full"))])
+    with pytest.raises(SystemExit) as exc:
+        replay_suite.main(["--merge", str(tmp_path / "missing.json")])
+    assert exc.value.code == 2
+    assert "missing.json" in capsys.readouterr().err
