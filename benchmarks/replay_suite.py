@@ -139,11 +139,11 @@ def merged_runs(receipts: list[Path]) -> tuple[list[dict[str, Any]], int | None]
     return runs, requests.pop()
 
 
-def report(runs: list[dict[str, Any]], requests: int | None, *, quick: bool,
+def report(runs: list[dict[str, Any]], requests: int | None, stamp: str, *, quick: bool,
            layouts: list[str] | None = None, merged_from: list[Path] | None = None) -> int:
-    """The table, the targets, the receipt and the plot of ``runs``; the exit
-    code (1 when a run was not identical)."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    """The table, the targets, the receipt (named by ``stamp``, when the
+    suite started) and the plot of ``runs``; the exit code (1 when a run
+    was not identical)."""
     if layouts is None:
         layouts = sorted({r["layout"] for r in runs})
     print()
@@ -194,12 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", type=Path, nargs="+", metavar="RECEIPT",
                         help="join the runs of these suite receipts into one (no run is made)")
     args = parser.parse_args(argv)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     if args.merge:
         try:
             runs, requests = merged_runs(args.merge)
         except ValueError as exc:
             parser.error(str(exc))
-        return report(runs, requests, quick=False, merged_from=args.merge)
+        return report(runs, requests, stamp, quick=False, merged_from=args.merge)
     if args.requests == "all":
         requests = None
     elif args.requests.isdigit() and int(args.requests) > 0:
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             for pool in pools:
                 runs.append(run_one(layout, pool, requests, args.trace,
                                     Path(tmp) / f"{layout}-{pool}.json"))
-    return report(runs, requests, quick=args.quick, layouts=layouts)
+    return report(runs, requests, stamp, quick=args.quick, layouts=layouts)
 
 
 if __name__ == "__main__":
