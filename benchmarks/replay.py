@@ -174,12 +174,14 @@ class Side:
 
     def __post_init__(self) -> None:
         coordinator = self.scheduler.kv_cache_manager.coordinator
-        lookup = coordinator.find_longest_cache_hit
+        # Looked up on the class at each call: the side's patch may replace
+        # the coordinator's method itself (the lookup memory).
+        cls = type(coordinator)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter_ns()
             try:
-                return lookup(*args, **kwargs)
+                return cls.find_longest_cache_hit(coordinator, *args, **kwargs)
             finally:
                 self.lookup_ns += time.perf_counter_ns() - start
                 self.lookups += 1

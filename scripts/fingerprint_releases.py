@@ -47,6 +47,9 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # on 0.32 and 0.33 (tests/test_dp_routing.py); 0.32 lacks only the
     # streaming-session lines.
     "dp_routing": ("0.32.0", "0.33.0"),
+    # The lookup memory: its premises read on 0.33.0 (vllm_adapter/lookup_memo.py),
+    # tests/test_lookup_memo.py run there.
+    "lookup_memo": ("0.33.0",),
 }
 
 # binding -> release -> what the patch must do differently there ("" for

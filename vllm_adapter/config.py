@@ -100,7 +100,24 @@ def read_tokens_per_load(
     return value
 
 
-Choice = TypeVar("Choice", Mode, Core, OffloadFilter, DpRouting)
+LOOKUP_MEMO_ENV = "SWA_PREFIX_CACHE_LOOKUP_MEMO"
+
+
+class LookupMemo(enum.Enum):
+    """Whether a coordinator answers a repeated lookup from memory while no
+    key it reads was written (vllm_adapter/lookup_memo.py). ``on`` (default,
+    with ``SWA_PREFIX_CACHE_MODE=on``) or ``off``."""
+
+    ON = "on"
+    OFF = "off"
+
+
+def read_lookup_memo(environ: "os._Environ[str] | dict[str, str] | None" = None) -> LookupMemo:
+    """The setting from ``SWA_PREFIX_CACHE_LOOKUP_MEMO`` (default ``on``)."""
+    return _read_choice(LOOKUP_MEMO_ENV, LookupMemo, LookupMemo.ON, environ)
+
+
+Choice = TypeVar("Choice", Mode, Core, OffloadFilter, DpRouting, LookupMemo)
 
 
 def _read_choice(

@@ -173,8 +173,45 @@ DP_ROUTING = Binding(
     ),
 )
 
+# The lookup memory (vllm_adapter/lookup_memo.py) answers a coordinator's
+# repeated lookup from memory: exact while every lookup reads the pools'
+# maps only at the request's hashes (the coordinators, each manager's
+# lookup, the pool's read and the key layout), every map write goes through
+# the map's insert / pop or a new map (the pool's writers), and a request's
+# hashes only grow or have a suffix recomputed (update_block_hashes).
+_COORD = "vllm.v1.core.kv_cache_coordinator"
+LOOKUP_MEMO = Binding(
+    "lookup_memo",
+    "the coordinators' find_longest_cache_hit, answered from memory (vllm_adapter/lookup_memo.py)",
+    (
+        _src(_COORD, "UnitaryKVCacheCoordinator.find_longest_cache_hit"),
+        _src(_COORD, "HybridKVCacheCoordinator.find_longest_cache_hit"),
+        _src(_SWA, "FullAttentionManager.find_longest_cache_hit"),
+        _src(_SWA, "SlidingWindowManager.find_longest_cache_hit"),
+        _src(_SWA, "CircularBufferManager.find_longest_cache_hit"),
+        _src(_SWA, "ChunkedLocalAttentionManager.find_longest_cache_hit"),
+        _src(_SWA, "MambaManager.find_longest_cache_hit"),
+        _src(_SWA, "CrossAttentionManager.find_longest_cache_hit"),
+        _src(_SWA, "_HiSparseAuxiliaryManager.find_longest_cache_hit"),
+        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_POOL, "BlockPool._insert_block_hash"),
+        _src(_POOL, "BlockPool._remove_cached_block_hashes"),
+        _src(_POOL, "BlockPool.reset_prefix_cache"),
+        _src(_POOL, "BlockHashToBlockMap.__init__"),
+        _src(_POOL, "BlockHashToBlockMap.get_one_block"),
+        _src(_POOL, "BlockHashToBlockMap.contain"),
+        _src(_POOL, "BlockHashToBlockMap.insert"),
+        _src(_POOL, "BlockHashToBlockMap.pop"),
+        _src(_UTILS, "make_block_hash_with_group_id"),
+        _src(_UTILS, "resolve_block_hashes"),
+        _src(_UTILS, "BlockHashListWithBlockSize._get_value_at"),
+        _src("vllm.v1.request", "Request.update_block_hashes"),
+    ),
+)
+
 BINDINGS: tuple[Binding, ...] = (
     SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_FILTER, DP_ROUTING,
+    LOOKUP_MEMO,
 )
 
 

@@ -174,4 +174,57 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
     ],
+    "lookup_memo": [
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "UnitaryKVCacheCoordinator.find_longest_cache_hit":
+                    "7e66aa8100e82b998dbffa895f180e6be154c93d2d7ffc982d43f043ead09ac7",
+                "HybridKVCacheCoordinator.find_longest_cache_hit":
+                    "f0bf6d6d10cbc235070eb5046dbd5e9332fb25f97ed3c8dfd56546f93fbc952e",
+                "FullAttentionManager.find_longest_cache_hit":
+                    "8df01074d130e489fc4ebe43eb22ec5b179364193e7aa2c8174bae3121af40d0",
+                "SlidingWindowManager.find_longest_cache_hit":
+                    "9f8085983e4e2ad9b10e6e95e81831d2a1beb3b889dc5b1644c22d71caf9cc84",
+                "CircularBufferManager.find_longest_cache_hit":
+                    "236ebadc76e5231ff37a33ac65d14a784997b440bbf7b1b6f00c896e9420effb",
+                "ChunkedLocalAttentionManager.find_longest_cache_hit":
+                    "330877e60761a6f3abfaa8294037062f2b4a9c1c006ed81f691a2e369b59d6df",
+                "MambaManager.find_longest_cache_hit":
+                    "435ff3bc9d4189dec872869717b7f34c68641232947bdb643f693115178a5114",
+                "CrossAttentionManager.find_longest_cache_hit":
+                    "07c145cddc01a21ce50eaa1edad46306b9b503a2504c96763ae557dae02b5243",
+                "_HiSparseAuxiliaryManager.find_longest_cache_hit":
+                    "236ebadc76e5231ff37a33ac65d14a784997b440bbf7b1b6f00c896e9420effb",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "BlockPool._insert_block_hash":
+                    "e80b9284e2e3b1a63f838d0383730eff33b73ae54e7a142d2a33e1ef5e576ba8",
+                "BlockPool._remove_cached_block_hashes":
+                    "d7524ce6f1e12adf0b5d5535f06fcb3b31328ac934624e3ddb47abc3982372e5",
+                "BlockPool.reset_prefix_cache":
+                    "ca13cdde0502c0d8082d2bac3ffffb5b26b066ce06cce67e76e32c7379e2eb44",
+                "BlockHashToBlockMap.__init__":
+                    "2742fe9946b6f8436ee6e2366f2ee13ab4addecbceac9c36d8dee08d8c570c94",
+                "BlockHashToBlockMap.get_one_block":
+                    "f7ac7ed2fbd7e9e74e7cd9e4405079e7e5af5a5b7aaee63d939b55474b2f7258",
+                "BlockHashToBlockMap.contain":
+                    "858fe07157b3c765170c8075254721fa33b4149fef4bf0da01cfce63d0b78900",
+                "BlockHashToBlockMap.insert":
+                    "1bf0424a63765e0d88fc3de8db7431960144806601b29da0428a0c78702b4322",
+                "BlockHashToBlockMap.pop":
+                    "3fbac1b299538f1d37bef7d3b25fd0b05585a9be2ed02720ec6eaa4d6736d876",
+                "make_block_hash_with_group_id":
+                    "d51da817a4ac06b764cb7e427a00e5789a5a85d57e96fa457d5527f3620fabfe",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "BlockHashListWithBlockSize._get_value_at":
+                    "108110e08c3b08ff0a4bb321bee27a3d9e4d971a845259d6ddd440877d116311",
+                "Request.update_block_hashes":
+                    "bf45097f1b41f436811a669a5384b30816bb4d6460ac7d6b1fe528eca5c5f0d7",
+            },
+        },
+    ],
 }

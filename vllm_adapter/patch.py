@@ -60,6 +60,10 @@ class _State:
     full_reason: str = ""
     full_counted: Any = None
     full_calls_before: int = 0
+    # The lookup memory on the coordinators: its own fingerprint and counters.
+    memo_originals: dict[Any, Any] = field(default_factory=dict)
+    memo_reason: str = ""
+    memo_stats: Any = None
 
 
 _state = _State()
@@ -147,6 +151,9 @@ def install(mode: Mode | None = None) -> bool:
             )
             logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
             return False
+        # The lookup memory's sources include the managers' lookups: read
+        # them before ours replace them.
+        memo_found = _memo_fingerprint()
         from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
         from vllm_adapter.swa_lookup import make_lookup
@@ -184,7 +191,60 @@ def install(mode: Mode | None = None) -> bool:
         from vllm_adapter import offload_lookup
 
         offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
+        _install_memo(mode, memo_found)
         return True
+
+
+def _memo_fingerprint() -> Any:
+    """The lookup memory's sources against the known variants (a
+    ``fingerprint.Match``), or the reason they cannot be read."""
+    from vllm_adapter import fingerprint
+
+    try:
+        return fingerprint.check(fingerprint.LOOKUP_MEMO)
+    except Exception as exc:  # sources unreadable: remember nothing
+        return f"cannot fingerprint the lookup memory's sources: {exc!r}"
+
+
+def _install_memo(mode: Mode, found: Any) -> None:
+    """Answer the coordinators' repeated lookups from memory
+    (vllm_adapter/lookup_memo.py), in mode on only (shadow compares every
+    call), unless ``SWA_PREFIX_CACHE_LOOKUP_MEMO=off`` or the sources it
+    rests on are unknown code (said once). Called with ``_lock`` held."""
+    from vllm_adapter import lookup_memo
+    from vllm_adapter.config import LookupMemo, read_lookup_memo
+
+    _state.memo_reason = ""
+    if mode is not Mode.ON:
+        _state.memo_reason = f"mode {mode.value}"
+        return
+    try:
+        wanted = read_lookup_memo()
+    except ValueError as exc:
+        _state.memo_reason = str(exc)
+        logger.error("swa-prefix-cache: %s; lookups are not remembered", exc)
+        return
+    if wanted is LookupMemo.OFF:
+        _state.memo_reason = "SWA_PREFIX_CACHE_LOOKUP_MEMO=off"
+        return
+    if isinstance(found, str):
+        _state.memo_reason = found
+    elif not found.known:
+        _state.memo_reason = f"its sources are unknown code ({', '.join(found.changed)} changed)"
+    if _state.memo_reason:
+        logger.info("swa-prefix-cache: %s; lookups are not remembered", _state.memo_reason)
+        return
+    from vllm.v1.core.kv_cache_coordinator import (
+        HybridKVCacheCoordinator,
+        UnitaryKVCacheCoordinator,
+    )
+
+    _state.memo_stats = lookup_memo.MemoStats()
+    for cls in (UnitaryKVCacheCoordinator, HybridKVCacheCoordinator):
+        original = cls.__dict__["find_longest_cache_hit"]
+        cls.find_longest_cache_hit = lookup_memo.make_memoized(original, _state.memo_stats)
+        _state.memo_originals[cls] = original
+    logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
 
 
 def _install_full(mode: Mode, hotpath: Any, pool_read: bool, timed: bool) -> None:
@@ -275,6 +335,9 @@ def uninstall() -> None:
         from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
         SlidingWindowManager.find_longest_cache_hit = _state.original
+        for cls, original in _state.memo_originals.items():
+            cls.find_longest_cache_hit = original
+        _state.memo_originals.clear()
         _sync_calls()
         _state.installed = False
         _state.original = None
@@ -301,6 +364,11 @@ def status() -> dict[str, Any]:
         "reason": _state.reason,
         "stats": stats(),
         "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
+        "lookup_memo": {
+            "installed": bool(_state.memo_originals),
+            "reason": _state.memo_reason,
+            "stats": vars(_state.memo_stats) if _state.memo_stats is not None else {},
+        },
         "offload_lookup": _offload_lookup_status(),
         "offload_filter": _offload_filter_status(),
         "dp_routing": _dp_routing_status(),
