@@ -214,7 +214,7 @@ def _install_memo(mode: Mode, found: Any) -> None:
     from vllm_adapter import lookup_memo
     from vllm_adapter.config import LookupMemo, read_lookup_memo
 
-    _state.memo_reason = ""
+    _state.memo_reason, _state.memo_stats = "", None
     if mode is not Mode.ON:
         _state.memo_reason = f"mode {mode.value}"
         return
