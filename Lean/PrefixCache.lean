@@ -6,6 +6,7 @@ import PrefixCache.Spec.Joint
 import PrefixCache.Spec.Reachable
 import PrefixCache.Spec.Full
 import PrefixCache.Spec.Offload
+import PrefixCache.Spec.Memo
 import PrefixCache.Thm.Arith
 import PrefixCache.Thm.Scan
 import PrefixCache.Thm.Stride
@@ -16,6 +17,7 @@ import PrefixCache.Thm.Joint
 import PrefixCache.Thm.Reachable
 import PrefixCache.Thm.Full
 import PrefixCache.Thm.Offload
+import PrefixCache.Thm.Memo
 import PrefixCache.Export
 
 /-!
