@@ -51,6 +51,8 @@ VLLM_OWN = {
                 FullAttentionManager, SlidingWindowManager)
 }
 
+# The memory wraps hybrid coordinators; the one-group scenarios check that
+# a unitary coordinator (vLLM's own lookup, unwrapped) still answers right.
 SCENARIOS = [Scenario(groups, h, eagle) for groups, h in FIXED_HYBRIDS for eagle in (False, True)]
 SCENARIOS += [Scenario((Group(16, 128),), 16, False), Scenario((Group(16),), 16, False)]
 
@@ -225,6 +227,12 @@ def test_memory_is_off_when_asked_and_in_shadow(monkeypatch: pytest.MonkeyPatch)
         "installed": False, "reason": "SWA_PREFIX_CACHE_LOOKUP_MEMO=off", "stats": {}}
     assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
     vllm_adapter.uninstall()
+    monkeypatch.setenv("SWA_PREFIX_CACHE_LOOKUP_MEMO", "on")
+    assert vllm_adapter.install(vllm_adapter.Mode.ON)
+    # Hybrid coordinators only: a unitary lookup is one search, cheaper than remembering.
+    assert HybridKVCacheCoordinator.__dict__[ATTR] is not VLLM_OWN[HybridKVCacheCoordinator]
+    assert UnitaryKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[UnitaryKVCacheCoordinator]
+    vllm_adapter.uninstall()
     monkeypatch.setenv("SWA_PREFIX_CACHE_LOOKUP_MEMO", "sometimes")
     assert vllm_adapter.install(vllm_adapter.Mode.ON)  # the lookups still install
     reason = vllm_adapter.status()["lookup_memo"]["reason"]
@@ -253,7 +261,7 @@ def test_memory_is_off_on_unknown_sources(monkeypatch: pytest.MonkeyPatch) -> No
     assert vllm_adapter.install(vllm_adapter.Mode.ON)
     memo = vllm_adapter.status()["lookup_memo"]
     assert not memo["installed"] and "BlockHashToBlockMap.pop" in memo["reason"], memo
-    assert UnitaryKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[UnitaryKVCacheCoordinator]
+    assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
 
 
 def test_the_watch_lives_only_while_something_is_remembered() -> None:

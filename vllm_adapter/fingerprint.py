@@ -173,18 +173,17 @@ DP_ROUTING = Binding(
     ),
 )
 
-# The lookup memory (vllm_adapter/lookup_memo.py) answers a coordinator's
-# repeated lookup from memory: exact while every lookup reads the pools'
-# maps only at the request's hashes (the coordinators, each manager's
+# The lookup memory (vllm_adapter/lookup_memo.py) answers a hybrid
+# coordinator's repeated lookup from memory: exact while every lookup reads
+# the pools' maps only at the request's hashes (the coordinator, each manager's
 # lookup, the pool's read and the key layout), every map write goes through
 # the map's insert / pop or a new map (the pool's writers), and a request's
 # hashes only grow or have a suffix recomputed (update_block_hashes).
 _COORD = "vllm.v1.core.kv_cache_coordinator"
 LOOKUP_MEMO = Binding(
     "lookup_memo",
-    "the coordinators' find_longest_cache_hit, answered from memory (vllm_adapter/lookup_memo.py)",
+    "HybridKVCacheCoordinator.find_longest_cache_hit, answered from memory (vllm_adapter/lookup_memo.py)",
     (
-        _src(_COORD, "UnitaryKVCacheCoordinator.find_longest_cache_hit"),
         _src(_COORD, "HybridKVCacheCoordinator.find_longest_cache_hit"),
         _src(_SWA, "FullAttentionManager.find_longest_cache_hit"),
         _src(_SWA, "SlidingWindowManager.find_longest_cache_hit"),

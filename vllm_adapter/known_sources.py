@@ -180,8 +180,6 @@ VARIANTS: dict[str, list[dict]] = {
             "releases": ("0.33.0",),
             "semantics": "",
             "digests": {
-                "UnitaryKVCacheCoordinator.find_longest_cache_hit":
-                    "7e66aa8100e82b998dbffa895f180e6be154c93d2d7ffc982d43f043ead09ac7",
                 "HybridKVCacheCoordinator.find_longest_cache_hit":
                     "f0bf6d6d10cbc235070eb5046dbd5e9332fb25f97ed3c8dfd56546f93fbc952e",
                 "FullAttentionManager.find_longest_cache_hit":

@@ -4,8 +4,10 @@ vLLM's scheduler looks the head of its waiting queue up again at almost
 every step it cannot admit it (on the Mooncake replay: 87,622 lookups in
 88,673 steps of gemma-3-27b, nearly all of one blocked request). Each of
 those lookups reads the same keys of the same hash map and returns the same
-answer. This module remembers the coordinator's answer for such a request
-and returns a copy of it until a key the lookup could read is written.
+answer. This module remembers a hybrid coordinator's answer for such a
+request and returns a copy of it until a key the lookup could read is
+written (a unitary lookup is one native search, cheaper than remembering:
+vllm_adapter/patch.py wraps hybrid coordinators only).
 
 Why the answer is the same (the model: Lean/PrefixCache/Thm/Memo.lean;
 the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
