@@ -296,7 +296,7 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
              for name in ("off", "on")}
     b = built["on"]
     sides = {"off": Side("off", VLLM_PATCH, built["off"].scheduler),
-             "on": Side("on", impls.table["ours"] if on_patch is None else on_patch,
+             "on": Side("on", impls.installed if on_patch is None else on_patch,
                         built["on"].scheduler)}
     init_none_hash(sha256)
     hasher = get_request_block_hasher(b.hash_block_size, sha256)
