@@ -176,8 +176,8 @@ VARIANTS: dict[str, list[dict]] = {
     ],
     "lookup_memo": [
         {
-            "name": "0.33.0",
-            "releases": ("0.33.0",),
+            "name": "0.32.0-0.33.0",
+            "releases": ("0.32.0", "0.33.0"),
             "semantics": "",
             "digests": {
                 "HybridKVCacheCoordinator.find_longest_cache_hit":
