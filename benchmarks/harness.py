@@ -29,10 +29,7 @@ from benchmarks.seed_table import SEED_BLOCK_SIZE  # noqa: E402
 from vllm_adapter import patch as adapter_patch  # noqa: E402
 from vllm_support import count_native, make_block_hashes, make_block_pool, make_spec  # noqa: E402
 
-from vllm.v1.core.kv_cache_coordinator import (  # noqa: E402
-    HybridKVCacheCoordinator,
-    UnitaryKVCacheCoordinator,
-)
+from vllm.v1.core.kv_cache_coordinator import HybridKVCacheCoordinator  # noqa: E402
 from vllm.v1.core.kv_cache_utils import BlockHash, make_block_hash_with_group_id  # noqa: E402
 from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
     FullAttentionManager,
@@ -43,8 +40,7 @@ BS = SEED_BLOCK_SIZE
 ATTR = "find_longest_cache_hit"
 ORIGINAL = SlidingWindowManager.__dict__[ATTR]  # vLLM's own, before any install
 FULL_ORIGINAL = FullAttentionManager.__dict__[ATTR]  # vLLM's own full-attention lookup
-# The coordinators' lookups, vLLM's own (the lookup memory replaces them).
-UNITARY_ORIGINAL = UnitaryKVCacheCoordinator.__dict__[ATTR]
+# The hybrid coordinator's lookup, vLLM's own (the lookup memory wraps it).
 HYBRID_ORIGINAL = HybridKVCacheCoordinator.__dict__[ATTR]
 
 
@@ -56,11 +52,10 @@ class Patch:
     """What one implementation puts on vLLM's classes: the sliding-window
     lookup and the full-attention lookup (vLLM's own ``FULL_ORIGINAL`` when
     that core does not replace it: the python core, or vLLM itself), and the
-    coordinators' lookups (vLLM's own unless the lookup memory is on)."""
+    hybrid coordinator's lookup (vLLM's own unless the lookup memory is on)."""
 
     swa: Any
     full: Any
-    unitary: Any = UNITARY_ORIGINAL
     hybrid: Any = HYBRID_ORIGINAL
 
     @property
@@ -74,7 +69,7 @@ VLLM_PATCH = Patch(ORIGINAL, FULL_ORIGINAL)
 def _captured() -> Patch:
     """What the plugin has put on the classes right now."""
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
-                 UnitaryKVCacheCoordinator.__dict__[ATTR], HybridKVCacheCoordinator.__dict__[ATTR])
+                 HybridKVCacheCoordinator.__dict__[ATTR])
 
 
 @dataclass
@@ -98,7 +93,7 @@ class Impls:
 
 def _searches(patch: Patch) -> Patch:
     """``patch`` with vLLM's own coordinator lookups (no lookup memory)."""
-    return replace(patch, unitary=UNITARY_ORIGINAL, hybrid=HYBRID_ORIGINAL)
+    return replace(patch, hybrid=HYBRID_ORIGINAL)
 
 
 def _choice(core: str) -> tuple[Any, str]:
@@ -202,14 +197,12 @@ def use(impl: Any) -> Iterator[None]:
     patch = impl if isinstance(impl, Patch) else Patch(impl, FULL_ORIGINAL)
     SlidingWindowManager.find_longest_cache_hit = patch.swa
     FullAttentionManager.find_longest_cache_hit = patch.full
-    UnitaryKVCacheCoordinator.find_longest_cache_hit = patch.unitary
     HybridKVCacheCoordinator.find_longest_cache_hit = patch.hybrid
     try:
         yield
     finally:
         SlidingWindowManager.find_longest_cache_hit = ORIGINAL
         FullAttentionManager.find_longest_cache_hit = FULL_ORIGINAL
-        UnitaryKVCacheCoordinator.find_longest_cache_hit = UNITARY_ORIGINAL
         HybridKVCacheCoordinator.find_longest_cache_hit = HYBRID_ORIGINAL
 
 
