@@ -150,16 +150,29 @@ class _Replica:
             self.prepare = native.keys_of
             self.plan = _plan(layout)
             self.keysets = tuple(k.set for k in self.keys)
-        self._none_hash: bytes | None = None
+        self._none_hash = _seed_hash(layout)
 
     def none_hash(self) -> bytes:
-        if self._none_hash is None:
-            self._none_hash = none_hash(self.layout.hash_algo, self.layout.none_hash_seed)
         return self._none_hash
 
     def clear(self) -> None:
         for keys in self.keys:
             keys.clear()
+
+
+def _seed_hash(layout: ReplicaLayout) -> bytes:
+    """The replica's ``NONE_HASH``, computed when it is added, so that a
+    layout whose chain cannot be computed here is refused then (ValueError)
+    and never makes a later ``score`` fail for every replica."""
+    algo = layout.hash_algo
+    try:
+        return none_hash(algo, layout.none_hash_seed)
+    except ImportError as exc:
+        raise ValueError(f"layout: hash_algo {algo!r} needs the {exc.name} package, "
+                         "which is not installed here") from None
+    except Exception as exc:  # what the hash's encoder refuses (pickle, CBOR)
+        raise ValueError(f"layout: none_hash_seed {layout.none_hash_seed!r:.60} cannot be "
+                         f"encoded for {algo} ({type(exc).__name__}: {exc})") from None
 
 
 def _check_tokens(prompt_token_ids: Sequence[int]) -> None:

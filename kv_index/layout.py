@@ -61,6 +61,10 @@ class GroupLayout:
         if self.kind == SLIDING_WINDOW:
             if type(self.sliding_window) is not int:
                 raise TypeError("sliding_window must be an int for a sliding-window group")
+            if self.sliding_window < 1:
+                # No model's window is below one token: such a value is a mistake,
+                # refused rather than scored.
+                raise ValueError(f"sliding_window must be >= 1, got {self.sliding_window}")
         elif self.sliding_window is not None:
             raise ValueError("sliding_window must be None for a full-attention group")
         if type(self.eagle) is not bool:
