@@ -1,6 +1,7 @@
 """The Mooncake FAST'25 conversation trace as prompts of token ids.
 
-The trace (``../shared/data/mooncake-fast25/``, README there) gives each
+The trace (``benchmarks/data/mooncake-fast25/``: its README and license
+are beside it) gives each
 request its arrival time, input and output lengths and its prefix sharing
 as one id per 512-token block. A prompt is made by giving every block id a
 fixed token sequence (drawn from a generator seeded by the id alone) and
@@ -25,8 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 TRACE_BLOCK = 512  # tokens per hash id in the trace
-DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "data"
-                 / "mooncake-fast25" / "conversation_trace.jsonl")
+DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "mooncake-fast25" / "conversation_trace.jsonl"
 
 
 @dataclass(frozen=True)

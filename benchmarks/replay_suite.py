@@ -36,7 +36,6 @@ from benchmarks.replay import LOOKUP_SHARE_MAX  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_COPY = ROOT / "docs" / "img" / "replay-cdf.png"
 QUICK_REQUESTS = 12
-SAMPLE_TRACE = ROOT / "benchmarks" / "data" / "mooncake-head.jsonl"  # the trace's first lines
 
 
 def run_one(layout: str, pool: str, requests: int | None, trace: Path, out: Path) -> dict[str, Any]:
@@ -189,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pools", default="full", help="comma-separated: full, half")
     parser.add_argument("--layouts", default=",".join(replay_layouts.names()))
     parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_REQUESTS} requests of the committed sample per layout: "
+                        help=f"the trace's first {QUICK_REQUESTS} requests per layout: "
                              "every path, no meaningful timing")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="RECEIPT",
                         help="join the runs of these suite receipts into one (no run is made)")
@@ -209,15 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--requests must be a positive int or 'all', got {args.requests!r}")
     if args.quick:
         requests = QUICK_REQUESTS
-        args.trace = SAMPLE_TRACE
     if not args.trace.is_file():
-        if args.trace != mooncake.DEFAULT_TRACE:
-            parser.error(f"--trace: no such file {args.trace}")
-        # The trace is a dataset beside the project, not in it: without it
-        # the rest of `make bench` stands, and this says so plainly.
-        print(f"replay SKIPPED: no Mooncake trace at {args.trace} (docs/replay.md says where it "
-              "comes from; --trace FILE names another copy)")
-        return 0
+        parser.error(f"--trace: no such file {args.trace}")
     pools = args.pools.split(",")
     if set(pools) - {"full", "half"}:
         parser.error(f"--pools must list full and/or half, got {args.pools!r}")

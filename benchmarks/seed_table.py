@@ -1,4 +1,4 @@
-"""The figures claimed by the seed (../shared/seeds/stride-search-summary.txt).
+"""The figures claimed by the stride-search summary the project started from.
 
 Copied verbatim so every benchmark can print them next to what it measures;
 they are a target to compare with, never a result of ours.

@@ -26,8 +26,6 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 @pytest.fixture(scope="module")
 def trace() -> list[mooncake.TraceRequest]:
-    if not mooncake.DEFAULT_TRACE.exists():
-        pytest.skip(f"no trace at {mooncake.DEFAULT_TRACE}")
     return mooncake.load(limit=300)
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from benchmarks import mooncake, replay, replay_layouts
-from benchmarks.replay_suite import SAMPLE_TRACE
 
 REPLAY_LINE = re.compile(r"^replay layout=(\S+) requests=(\d+) steps=(\d+) identical=(yes|no) "
                          r"sched_ms_off=([\d.]+) sched_ms_on=([\d.]+) speedup=([\d.]+)$")
@@ -22,7 +21,7 @@ REPLAY_LINE = re.compile(r"^replay layout=(\S+) requests=(\d+) steps=(\d+) ident
 
 @pytest.fixture(scope="module")
 def sample() -> list[mooncake.TraceRequest]:
-    return mooncake.load(SAMPLE_TRACE, 12)
+    return mooncake.load(mooncake.DEFAULT_TRACE, 12)
 
 
 def _run(sample: list[mooncake.TraceRequest], name: str, **kwargs: Any) -> dict[str, Any]:
@@ -107,7 +106,7 @@ def test_a_wrong_lookup_is_caught_at_its_step(sample: list[mooncake.TraceRequest
 
 def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
-    code = replay.main(["--trace", str(SAMPLE_TRACE), "--layout", "gpt-oss-120b", "--requests", "6",
+    code = replay.main(["--trace", str(mooncake.DEFAULT_TRACE), "--layout", "gpt-oss-120b", "--requests", "6",
                         "--json", str(out)])
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
