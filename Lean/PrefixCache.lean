@@ -49,7 +49,7 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `scanTriProbes_le`, `strideLoop2_fuel`, `offloadLookup_sound`,
   `offloadLookup_answer` (optimality: the rightmost window),
   `offloadAnswer_unique`, `legacyOffloadScan_eq_offloadLookup`,
-  `offloadStrideSearch_eq_legacyOffloadScan` (issue #13's
+  `offloadStrideSearch_eq_legacyOffloadScan` (the two statements
   `OffloadLegacyEqLookup` / `OffloadStrideEqLegacy`, proved by
   `offloadLegacyEqLookup_holds` / `offloadStrideEqLegacy_holds`),
   `offloadLookup_none_iff`.

@@ -36,7 +36,7 @@ those need a Mamba "align" group, which is outside this model):
     non-EAGLE group, is called with ``drop_eagle_block=False`` and
     ``max_length = curr``;
   - a non-dropping call that shrinks the candidate clears the verified set
-    (issue #32802: each EAGLE group drops at most once per candidate length);
+    (vllm-project/vllm#32802: each EAGLE group drops at most once per candidate length);
   - ``curr`` becomes the group's answer.
   The loop stops when a round leaves ``curr == hit_length``, or after one
   round for a *simple hybrid* (exactly two attention groups, the first full

@@ -22,7 +22,7 @@ in `tests/test_theorems_offload.py`):
 * **vLLM's loop** and **the stride search** both meet it
   (`legacyOffloadScan_answer`, `offloadStrideSearch_answer`), hence
   `legacyOffloadScan_eq_offloadLookup`, `offloadStrideSearch_eq_offloadLookup`
-  and `offloadStrideSearch_eq_legacyOffloadScan` (issue #13's two statements
+  and `offloadStrideSearch_eq_legacyOffloadScan` (the two statements
   `OffloadLegacyEqLookup` and `OffloadStrideEqLegacy`, kept as `Prop`s, are
   proved by `offloadLegacyEqLookup_holds` and `offloadStrideEqLegacy_holds`);
 * `offloadLookup_none_iff`: the answer is `none` exactly when the chosen
@@ -1267,7 +1267,7 @@ theorem offloadStrideSearch_answer (c : Nat → Nat) (n w : Nat) (initial : Opti
         exact Or.inr (Or.inr ⟨m, hm1, hm2, hm3, hm4,
           Or.inr ⟨hw1, hnw, p, by omega, hp2, hp3, rfl⟩⟩)
 
-/-! ## The equalities (issue #13): both loops return the one declarative answer -/
+/-! ## The equalities: both loops return the one declarative answer -/
 
 /-- **vLLM's loop returns the declarative answer** on every input. -/
 theorem legacyOffloadScan_eq_offloadLookup (c : Nat → Nat) (n w : Nat) (initial : Option Nat) :
@@ -1305,13 +1305,13 @@ theorem offloadAnswer_unique (c : Nat → Nat) (n w : Nat) (initial : Option Nat
   (offloadAnswer_eq_offloadLookup c n w initial a1 h1).trans
     (offloadAnswer_eq_offloadLookup c n w initial a2 h2).symm
 
-/-- The stride search returns vLLM's answer on every input (the statement of
-issue #13, kept as a `Prop`; proved by `offloadStrideEqLegacy_holds`). -/
+/-- The stride search returns vLLM's answer on every input (the statement,
+kept as a `Prop`; proved by `offloadStrideEqLegacy_holds`). -/
 def OffloadStrideEqLegacy : Prop :=
   ∀ (c : Nat → Nat) (n w : Nat) (initial : Option Nat),
     offloadStrideSearch c n w initial = legacyOffloadScan c n w initial
 
-/-- vLLM's loop returns the declarative answer (the statement of issue #13,
+/-- vLLM's loop returns the declarative answer (the statement,
 kept as a `Prop`; proved by `offloadLegacyEqLookup_holds`). -/
 def OffloadLegacyEqLookup : Prop :=
   ∀ (c : Nat → Nat) (n w : Nat) (initial : Option Nat),
