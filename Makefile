@@ -57,7 +57,7 @@ E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coord
 help:
 	@echo "make bench   - vLLM's lookups vs ours: per lookup, and the Mooncake trace through vLLM's scheduler (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick replay-trace e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-events upstream-routers matrix matrix-vllm known-sources support-table clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick replay-trace e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-events upstream-routers matrix matrix-vllm known-sources support-table release-qualify VERSION=X clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------

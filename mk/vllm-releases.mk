@@ -20,7 +20,7 @@ RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
 	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
 
-.PHONY: matrix-vllm $(addprefix matrix-vllm-,$(VLLM_RELEASES))
+.PHONY: matrix-vllm release-qualify
 # Two releases at a time: each run is one pytest process at a time (one
 # core), they share nothing but .venv (read-only), and make check's time
 # (CI allows 90 minutes) drops by ~4 minutes.
@@ -36,12 +36,14 @@ $(RELEASES_DIR)/%/.stamp: | $(STAMP)
 		$(RELEASES_DIR)/wheels/vllm-$*-*.whl
 	touch $@
 
-$(addprefix matrix-vllm-,$(VLLM_RELEASES)): matrix-vllm-%: $(RELEASES_DIR)/%/.stamp lib ext
+# Any release: make check runs the listed ones; scripts/release_qualify.py
+# runs a new one with MATRIX_DIR set to its own output folder.
+matrix-vllm-%: $(RELEASES_DIR)/%/.stamp lib ext
 	mkdir -p $(MATRIX_DIR)
 	@id=vllm-$*-cpython-3.11-$(MATRIX_ARCH); rm -f $(MATRIX_DIR)/$$id-*.xml; \
 	start=$$(date +%s); status=0; suites=""; \
 	extra=""; case $* in 0.28.*|0.29.*) ;; *) extra="$(RELEASE_OFFLOAD_SUITE)";; esac; \
-	case $* in 0.32.*) extra="$$extra $(RELEASE_DP_SUITE)";; esac; \
+	case $* in 0.28.*|0.29.*|0.30.*|0.31.*) ;; *) extra="$$extra $(RELEASE_DP_SUITE)";; esac; \
 	for suite in $(RELEASE_SUITES) $$extra; do name=$${suite%%=*}; files=$${suite#*=}; \
 		echo "$$id: $$name: $${files//,/ }"; \
 		PYTHONPATH=$(RELEASES_DIR)/$* $(TEST_ENV) $(RELEASE_ENV) $(PY) -m pytest -q -p no:cacheprovider \
@@ -50,3 +52,11 @@ $(addprefix matrix-vllm-,$(VLLM_RELEASES)): matrix-vllm-%: $(RELEASES_DIR)/%/.st
 	PYTHONPATH=$(RELEASES_DIR)/$* $(PY) $(MATRIX_RECEIPT) --id $$id --out $(MATRIX_DIR)/$$id.json $$suites \
 		--seconds $$(( $$(date +%s) - start )) || status=1; \
 	echo "$$id: receipt $(MATRIX_DIR)/$$id.json ($$(( $$(date +%s) - start )) s)"; exit $$status
+
+# What a new vLLM release needs before the plugin may serve it (docs/releases.md):
+# its sources per binding against the newest checked release (applies, or per
+# function cosmetic / code with the diff), the matrix suites on it, and the
+# known_sources.py it would take, written to build/release-qualify/VERSION/.
+release-qualify: setup
+	@test -n "$(VERSION)" || { echo "usage: make release-qualify VERSION=X (a vLLM release, e.g. 0.34.0)"; exit 2; }
+	$(PY) scripts/release_qualify.py $(VERSION)

@@ -98,14 +98,19 @@ def unpack_sources(whl: Path, into: Path) -> None:
                 archive.extract(name, into)
 
 
-def variants(wheels: Path) -> dict[str, list[dict[str, object]]]:
+def variants(
+    wheels: Path,
+    releases: tuple[str, ...] = RELEASES,
+    checked: dict[str, tuple[str, ...]] = CHECKED,
+) -> dict[str, list[dict[str, object]]]:
+    """Per binding, the variants of the ``checked`` releases among ``releases``."""
     digests: dict[str, dict[str, dict[str, str | None]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for version in RELEASES:
+        for version in releases:
             root = Path(tmp, version)
             unpack_sources(wheel(version, wheels), root)
             for binding in BINDINGS:
-                if version in CHECKED[binding.name]:
+                if version in checked[binding.name]:
                     digests.setdefault(binding.name, {})[version] = release_digests(binding, root)
     result: dict[str, list[dict[str, object]]] = {}
     for binding in BINDINGS:
