@@ -27,6 +27,10 @@ RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=80
 matrix-vllm:
 	$(MAKE) --no-print-directory -j2 $(addprefix matrix-vllm-,$(VLLM_RELEASES))
 
+# A release's install is kept between runs (make would delete its stamp as
+# an intermediate file of the pattern rule below).
+.PRECIOUS: $(RELEASES_DIR)/%/.stamp
+
 # The wheel is kept in $(RELEASES_DIR)/wheels, where known-sources reads
 # the releases' sources: one download per release and machine, not two.
 $(RELEASES_DIR)/%/.stamp: | $(STAMP)
