@@ -33,7 +33,7 @@ def waste(r: "_repro.Report", label: str, m: "_repro.Local", n: int, block: int)
               + ("  <-- WASTED" if not used else f" (e.g. {used[0]})"))
     else:
         print(f"    block {block} not kept")
-    r.flag(block in kept and not used)
+    r.flag(block in kept and not used, reached=any(with_it))
 
 
 def body() -> None:

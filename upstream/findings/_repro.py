@@ -347,6 +347,8 @@ class Offload:
                 enable_prefix_caching=True, prefix_cache_retention_interval=self.retention
             ),
             parallel_config=SimpleNamespace(world_size=1, decode_context_parallel_size=1),
+            # Read from 0.34.0 on (lookahead hashing off, as in these cases).
+            num_hash_lookahead_tokens=0,
         )
         kv_config = v.KVCacheConfig(num_blocks=1000, kv_cache_tensors=[], kv_cache_groups=specs)
         return OffloadingConnectorScheduler(offloading_spec, vllm_config, kv_config)
@@ -364,6 +366,8 @@ class Offload:
         req.num_tokens = req.num_prompt_tokens = req.num_computed_tokens = n
         req.block_hashes = hashes
         req.skip_reading_prefix_cache = False
+        req.skip_reading_external_kv = False  # read from 0.34.0 on
+        req.resumable = False
         req.shared_prefix_boundary = shared
         req.status = RequestStatus.FINISHED_STOPPED if finished else RequestStatus.WAITING
         req.is_finished = lambda: finished
@@ -515,12 +519,14 @@ def named_rows(model, prompt_tokens: int, junction: int = 0, only: Sequence[str]
 
 class Report:
     """Collects the cases of one reproduction; ``finish`` prints the verdict
-    and exits 1 if any case shows the bug."""
+    and exits 1 if any case shows the bug. A run in which no query hits even
+    with every block stored measured nothing (the reproduction does not reach
+    the lookup on this vLLM): it exits 2, never 0."""
 
     def __init__(self, finding: str, title: str) -> None:
         import vllm
 
-        self.finding, self.bug = finding, False
+        self.finding, self.bug, self.reached = finding, False, False
         print(f"{finding}: {title}")
         print(f"vLLM {vllm.__version__} from {os.path.dirname(vllm.__file__)}")
 
@@ -534,14 +540,18 @@ class Report:
             mark = "  <-- LOST" if got < want else ""
             print(f"    {query}: vLLM serves {tokens(got)}, with every block stored {tokens(want)}{mark}")
             shown |= got < want
+            self.reached |= want > 0
         self.bug |= shown
         return shown
 
     def note(self, text: str) -> None:
         print(f"    {text}")
 
-    def flag(self, shown: bool) -> None:
+    def flag(self, shown: bool, reached: bool = True) -> None:
+        """A verdict the reproduction computed itself; ``reached``: its
+        control hit something."""
         self.bug |= shown
+        self.reached |= reached
 
     def finish(self) -> None:
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in PROJECT_MODULES)
@@ -549,6 +559,10 @@ class Report:
             print(f"\nERROR: this reproduction must not import swa-prefix-cache ({', '.join(loaded)})")
             sys.exit(2)
         print()
+        if not self.reached:
+            print(f"{self.finding}: NOTHING MEASURED: no query hit even with every block stored, "
+                  "so this reproduction does not reach the lookup on this vLLM (exit 2)")
+            sys.exit(2)
         if self.bug:
             print(f"{self.finding}: BUG PRESENT (exit 1)")
             sys.exit(1)
