@@ -71,6 +71,7 @@ typedef struct {
                            * on another class (a subclass, which may override
                            * what the search assumes) go to ``fallback`` */
     int pool_read;
+    int block_ids;        /* the map's values are block ids (layout "block_ids") */
     int kind;             /* KIND_SLIDING_WINDOW or KIND_FULL_ATTENTION */
     unsigned long long calls;      /* every call */
     unsigned long long native;     /* answered here, by the proved search */
@@ -86,7 +87,7 @@ static unsigned long long total_native, total_delegated;
 /* Interned names. */
 static PyObject *s_block_size, *s_sliding_window, *s_hash_block_size,
     *s_cached_block_hash_to_block, *s_null_block, *s_cache, *s_get_cached_block,
-    *s_get_one_block, *s_make_key, *s_view_hashes, *s_view_scale;
+    *s_get_one_block, *s_make_key, *s_view_hashes, *s_view_scale, *s_blocks;
 
 /* Parameter names of SingleTypeKVCacheManager.find_longest_cache_hit. */
 enum {
@@ -241,6 +242,7 @@ typedef struct {
     PyObject *hbs_obj;    /* new: pool.hash_block_size */
     PyObject *hash_map;   /* new: pool.cached_block_hash_to_block */
     PyObject *cache;      /* new: hash_map._cache */
+    PyObject *blocks;     /* new: hash_map._blocks (layout "block_ids"), or NULL */
     PyObject *null_block; /* new: pool.null_block */
     PyObject *resolved;   /* new: resolve_block_hashes(...) */
     PyObject *base;       /* new: the list read (resolved, or the list inside vLLM's view) */
@@ -255,6 +257,7 @@ view_release(call_view *v)
     Py_XDECREF(v->hbs_obj);
     Py_XDECREF(v->hash_map);
     Py_XDECREF(v->cache);
+    Py_XDECREF(v->blocks);
     Py_XDECREF(v->null_block);
     Py_XDECREF(v->resolved);
     Py_XDECREF(v->base);
@@ -322,6 +325,15 @@ read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
     if (!PyDict_CheckExact(v->cache)) {
         return FAST_DELEGATE;
     }
+    if (self->block_ids) {
+        v->blocks = PyObject_GetAttr(v->hash_map, s_blocks);
+        if (v->blocks == NULL) {
+            return FAST_ERROR;
+        }
+        if (!PyList_CheckExact(v->blocks)) {
+            return FAST_DELEGATE;
+        }
+    }
     v->null_block = PyObject_GetAttr(a[A_POOL], s_null_block);
     v->hbs_obj = v->null_block == NULL ? NULL : PyObject_GetAttr(a[A_POOL], s_hash_block_size);
     if (v->hbs_obj == NULL) {
@@ -375,6 +387,7 @@ read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
     c->block_type = self->block_type;
     c->hash_map = v->hash_map;
     c->read_fn = self->read_fn;
+    c->blocks = v->blocks;
     c->status = PROBE_OK;
     return FAST_DONE;
 }
@@ -672,21 +685,22 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {
         "fallback", "original", "on_error", "resolve", "spec_type", "pool_type",
         "map_type", "block_type", "probe_fn", "read_fn", "key_fn", "key_scope",
-        "pool_read", "kind", "view_type", "home", NULL,
+        "pool_read", "kind", "view_type", "home", "layout", NULL,
     };
     PyObject *o[12];
     PyObject *view_type = Py_None;
     PyObject *home = Py_None;
     const char *kind_name = "sliding_window";
-    int pool_read, kind;
+    const char *layout = "blocks";
+    int pool_read, kind, block_ids;
     int k;
     Lookup *self;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp|$sOO:new_lookup", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOp|$sOOs:new_lookup", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                                      &o[7], &o[8], &o[9], &o[10], &o[11], &pool_read,
-                                     &kind_name, &view_type, &home)) {
+                                     &kind_name, &view_type, &home, &layout)) {
         return NULL;
     }
     for (k = 0; k < 4; k++) {
@@ -726,6 +740,14 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
                             "kind must be 'sliding_window' or 'full_attention', got '%s'",
                             kind_name);
     }
+    if (strcmp(layout, "blocks") == 0) {
+        block_ids = 0;
+    } else if (strcmp(layout, "block_ids") == 0) {
+        block_ids = 1;
+    } else {
+        return PyErr_Format(PyExc_ValueError, "layout must be 'blocks' or 'block_ids', got '%s'",
+                            layout);
+    }
     if (view_type != Py_None && !PyType_Check(view_type)) {
         return PyErr_Format(PyExc_TypeError, "view_type must be a class or None, got %s",
                             Py_TYPE(view_type)->tp_name);
@@ -754,6 +776,7 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
     self->view_type = Py_NewRef(view_type);
     self->home = Py_NewRef(home);
     self->pool_read = pool_read;
+    self->block_ids = block_ids;
     self->kind = kind;
     self->calls = self->native = self->delegated = 0;
     PyObject_GC_Track(self);
@@ -957,7 +980,7 @@ static PyMethodDef hotpath_methods[] = {
     {"new_lookup", (PyCFunction)(void (*)(void))new_lookup, METH_VARARGS | METH_KEYWORDS,
      PyDoc_STR("new_lookup(fallback, original, on_error, resolve, spec_type, pool_type, "
                "map_type, block_type, probe_fn, read_fn, key_fn, key_scope, pool_read, *, "
-               "kind='sliding_window', view_type=None, home=None) -> Lookup (see "
+               "kind='sliding_window', view_type=None, home=None, layout='blocks') -> Lookup (see "
                "vllm_adapter/swa_lookup.py)")},
     {NULL, NULL, 0, NULL},
 };
@@ -987,6 +1010,7 @@ intern_names(void)
         {&s_make_key, "make_block_hash_with_group_id"},
         {&s_view_hashes, "block_hashes"},
         {&s_view_scale, "scale_factor"},
+        {&s_blocks, "_blocks"},
     };
     size_t k;
     int j;

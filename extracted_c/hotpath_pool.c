@@ -181,6 +181,28 @@ typedef char pool_key_fits_row[POOL_AHEAD_KEY_MAX + 4 <= HOTPATH_HASH_ROW ? 1 : 
 static int pool_ahead_ok = 0;
 static int pool_layout = -1; /* pool_ahead_selftest's result, once known */
 
+/* The id layout's block for a value: blocks[value] (borrowed) when the
+ * value is an exact int in [0, len(blocks)), else NULL (no exception): the
+ * caller then reads through vLLM's own get_one_block. */
+static PyObject *
+id_block(pool_probe *c, PyObject *value)
+{
+    Py_ssize_t id;
+    int overflow = 0;
+
+    if (!PyLong_CheckExact(value)) {
+        return NULL;
+    }
+    id = (Py_ssize_t)PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow != 0 || id < 0 || id >= PyList_GET_SIZE(c->blocks)) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+        return NULL;
+    }
+    return PyList_GET_ITEM(c->blocks, id);
+}
+
 #if POOL_AHEAD_BUILD
 static int pool_own_hash = 0; /* hotpath_siphash13_rows passed its self-test */
 
@@ -301,11 +323,13 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
             if (e == NULL || ahead_entry_is(e, key, len + 4, hash[k * ng + g]) <= 0) {
                 e = ahead_find(keys, key, len + 4, hash[k * ng + g]);
             }
-            if (e == NULL || e->me_value == NULL
-                || Py_TYPE(e->me_value) != (PyTypeObject *)c->block_type) {
+            if (e == NULL || e->me_value == NULL) {
                 break;
             }
-            slot[g] = e->me_value;
+            slot[g] = c->blocks != NULL ? id_block(c, e->me_value) : e->me_value;
+            if (slot[g] == NULL || Py_TYPE(slot[g]) != (PyTypeObject *)c->block_type) {
+                break;
+            }
         }
         if (g < ng) {
             break;
@@ -570,7 +594,16 @@ read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned 
         *miss = !PyErr_Occurred();
         return NULL;
     }
-    if (Py_TYPE(block) == (PyTypeObject *)c->block_type) {
+    if (c->blocks != NULL) {
+        /* The id layout: get_one_block is ``self._blocks[self._cache.get(key)]``
+         * (fingerprinted, POOL_READ); an id outside the list or a value of
+         * another type is read by vLLM's own get_one_block below. */
+        PyObject *found = id_block(c, block);
+        if (found != NULL && Py_TYPE(found) == (PyTypeObject *)c->block_type) {
+            Py_INCREF(found);
+            return found;
+        }
+    } else if (Py_TYPE(block) == (PyTypeObject *)c->block_type) {
         Py_INCREF(block);
         return block;
     }
@@ -578,7 +611,7 @@ read_block(pool_probe *c, const char *hash, Py_ssize_t hash_len, const unsigned 
      * them (its source is fingerprinted, POOL_READ), the first value in the
      * plain dict's insertion order, ``next(iter(blocks.values()))``; a block
      * is true (checked at install). PyDict_Next runs no Python code. */
-    if (PyDict_CheckExact(block)) {
+    if (c->blocks == NULL && PyDict_CheckExact(block)) {
         Py_ssize_t pos = 0;
         PyObject *inner_key;
         PyObject *first;

@@ -68,6 +68,9 @@ typedef struct {
     PyObject *block_type; /* vLLM's KVCacheBlock */
     PyObject *hash_map;   /* the pool's BlockHashToBlockMap */
     PyObject *read_fn;    /* BlockHashToBlockMap.get_one_block */
+    PyObject *blocks;     /* the id layout (vLLM 0.34): the map's ``_blocks``
+                           * list, a value under a key is a block id and the
+                           * block is blocks[id]; NULL: the value is the block */
     /* Groups (pool_probe_groups). */
     Py_ssize_t ngroups;
     unsigned char (*suffix)[4];

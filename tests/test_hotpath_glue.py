@@ -19,6 +19,7 @@ instrumented build (``$PREFIX_CACHE_HOTPATH``) and smaller case counts
 """
 
 import gc
+import inspect
 import itertools
 import math
 import os
@@ -288,6 +289,21 @@ class FlakyBlocks(dict):
         return super().values()
 
 
+class FlakyId:
+    """The id layout's ``FlakyBlocks`` (vLLM 0.34+): a block id whose
+    ``__index__`` (vLLM's ``_blocks[block_id]``) raises while ``failures`` > 0."""
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.failures = 0
+
+    def __index__(self) -> int:
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("injected failure in get_one_block")
+        return self.block_id
+
+
 class OtherKey(bytes):
     """A hash whose ``+`` builds another key (delegated: not exactly bytes)."""
 
@@ -373,7 +389,10 @@ def _leak_cases(rng: random.Random) -> tuple[list[tuple[str, dict[str, Any], Any
     watch_pool(flaky_cache)
     key = make_block_hash_with_group_id(flaky_cache.block_hashes[15], 0)
     hash_map = flaky_cache.block_pool.cached_block_hash_to_block
-    flaky = FlakyBlocks({hash_map._cache[key].block_id: hash_map._cache[key]})
+    if "blocks" in inspect.signature(type(hash_map).__init__).parameters:  # the id layout
+        flaky = FlakyId(hash_map._cache[key])
+    else:
+        flaky = FlakyBlocks({hash_map._cache[key].block_id: hash_map._cache[key]})
     hash_map._cache[key] = flaky
     watched.append(flaky)
     add("on_error: get_one_block raised", flaky_cache, flaky_cache.block_hashes, flaky)

@@ -30,6 +30,7 @@ pytest.importorskip("vllm")
 import vllm_adapter  # noqa: E402
 from test_coordinators import FIXED_HYBRIDS, Group, Scenario, _make_request  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
+from vllm.v1.core.block_pool import BlockPool  # noqa: E402
 from vllm.v1.core.kv_cache_coordinator import (  # noqa: E402
     HybridKVCacheCoordinator,
     UnitaryKVCacheCoordinator,
@@ -284,6 +285,29 @@ def test_the_watch_lives_only_while_something_is_remembered() -> None:
     assert work.mismatches == 0, work.first_mismatch
 
 
+def test_a_reset_prefix_cache_forgets() -> None:
+    """``reset_prefix_cache`` drops every key: up to vLLM 0.33.0 by a new
+    map, from 0.34.0 on by the map's ``clear``. The next lookup is vLLM's."""
+    [work] = run_workloads(seed=5, steps=0, scenarios=[SCENARIOS[0]])
+    work.callers_change_lists = False
+    work.new_request()
+    first = work.waiting[0]
+    work.admit(first)
+    assert first in work.running
+    work.manager.free(first)
+    work.running.remove(first)
+    again = _make_request(work.rng, "again", 0, work.h, list(first.prompt_token_ids))
+    for _ in range(3):
+        _, hit = work.lookup(again)
+    assert hit > 0 and memo_stats()["hits"] == 1, memo_stats()
+    assert work.manager.reset_prefix_cache()
+    _, hit = work.lookup(again)
+    assert hit == 0 and memo_stats()["forgotten"] == 1, memo_stats()
+    block_map = work.manager.block_pool.cached_block_hash_to_block
+    assert not set(lookup_memo.WATCHED_WRITES) & set(vars(block_map))
+    assert work.mismatches == 0, work.first_mismatch
+
+
 # ---- mutants: each broken premise is caught ------------------------------------
 
 
@@ -324,12 +348,19 @@ def _matches_without(part: str) -> Callable[[pytest.MonkeyPatch], None]:
     return plant
 
 
+# Up to vLLM 0.33.0 reset_prefix_cache replaces the map; from 0.34.0 on it
+# clears the map in place (BlockHashToBlockMap.clear).
+CLEARS_IN_PLACE = hasattr(BlockPool(2, True, 16).cached_block_hash_to_block, "clear")
+
 WORKLOAD_MUTANTS = {
     "no watch on pop": _no_watch_on("pop"),
     "no watch on insert": _no_watch_on("insert"),
-    "a new map is not noticed": _ignore_new_maps,
     "the answer's lists not copied": _no_copies,
 }
+if CLEARS_IN_PLACE:
+    WORKLOAD_MUTANTS["no watch on clear"] = _no_watch_on("clear")
+else:
+    WORKLOAD_MUTANTS["a new map is not noticed"] = _ignore_new_maps
 
 
 @pytest.mark.parametrize("mutant", list(WORKLOAD_MUTANTS))

@@ -242,7 +242,11 @@ def release_digests(binding: Binding, root: Path) -> dict[str, str | None]:
 # that alignment_tokens is a multiple of the block size (fine-grained hits
 # came in 0.30); the patch hands such lookups to vLLM's own method.
 BLOCK_ALIGNED_ONLY = "block_aligned_only"
-SEMANTICS = ("", BLOCK_ALIGNED_ONLY)
+# pool_read: the hash map's ``_cache`` holds block ids and the block is
+# ``_blocks[id]`` (vLLM 0.34's BlockHashToBlockMap); "" there: the value is
+# the block itself, or a dict of them.
+BLOCK_IDS = "block_ids"
+SEMANTICS = ("", BLOCK_ALIGNED_ONLY, BLOCK_IDS)
 
 
 @dataclass(frozen=True)

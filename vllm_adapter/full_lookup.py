@@ -15,13 +15,13 @@ so is any call after a failure of ours (told to ``on_error`` first).
 from collections.abc import Callable
 from typing import Any
 
-from vllm_adapter.swa_lookup import resolve
+from vllm_adapter.swa_lookup import LAYOUT_BLOCKS, pool_layout, resolve
 
 
 def make_full_lookup(
     original: Callable[..., Any],
     on_error: Callable[[BaseException], None],
-    pool_read: bool,
+    pool_read: bool | str | None,
     hotpath: Any,
 ) -> Any:
     """The extension's full-attention lookup around vLLM's own ``original``
@@ -35,8 +35,9 @@ def make_full_lookup(
     pool_type = block_pool_module.BlockPool
     map_type = block_pool_module.BlockHashToBlockMap
     block_type = block_pool_module.KVCacheBlock
+    layout = pool_layout(pool_read)  # swa_lookup.make_lookup's pool_read
     if hasattr(block_type, "__bool__") or hasattr(block_type, "__len__"):
-        pool_read = False
+        layout = None
 
     def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
         """What the extension delegates to: vLLM's own method, bound to the
@@ -56,8 +57,9 @@ def make_full_lookup(
         read_fn=map_type.__dict__["get_one_block"],
         key_fn=block_pool_module.make_block_hash_with_group_id,
         key_scope=vars(block_pool_module),
-        pool_read=pool_read,
+        pool_read=layout is not None,
         kind="full_attention",
         view_type=BlockHashListWithBlockSize,
+        layout=layout or LAYOUT_BLOCKS,
     )
 

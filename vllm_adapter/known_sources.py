@@ -27,8 +27,8 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
         {
-            "name": "0.30.0-0.33.0",
-            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "name": "0.30.0-0.34.0",
+            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
             "semantics": "",
             "digests": {
                 "SlidingWindowManager.find_longest_cache_hit":
@@ -66,11 +66,32 @@ VARIANTS: dict[str, list[dict]] = {
                     "108110e08c3b08ff0a4bb321bee27a3d9e4d971a845259d6ddd440877d116311",
             },
         },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "block_ids",
+            "digests": {
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "BlockHashToBlockMap.__init__":
+                    "cc9466e3a3d1d358e49a7911625d0476f6077de68465dc0638ffd46d2bba4d21",
+                "BlockHashToBlockMap.get_one_block":
+                    "95aaec9d5a74f65cbb04ba8408a50335dd0f39125ddf2e3bea62d0a8b9541667",
+                "make_block_hash_with_group_id":
+                    "d51da817a4ac06b764cb7e427a00e5789a5a85d57e96fa457d5527f3620fabfe",
+                "BlockHashListWithBlockSize.__init__":
+                    "f999f8b7ca88baa9ffef05e30a11d6fbba6b4d70163c0014f96e547a107a2e4a",
+                "BlockHashListWithBlockSize.__len__":
+                    "c5bf8290ee2a017b0c7dc2b7543814d94feef74575f1916c7f6ae65bf54052c1",
+                "BlockHashListWithBlockSize._get_value_at":
+                    "108110e08c3b08ff0a4bb321bee27a3d9e4d971a845259d6ddd440877d116311",
+            },
+        },
     ],
     "full_attention": [
         {
-            "name": "0.28.0-0.33.0",
-            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "name": "0.28.0-0.34.0",
+            "releases": ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
             "semantics": "",
             "digests": {
                 "FullAttentionManager.find_longest_cache_hit":
@@ -92,8 +113,8 @@ VARIANTS: dict[str, list[dict]] = {
     ],
     "offload_lookup": [
         {
-            "name": "0.30.0-0.33.0",
-            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0"),
+            "name": "0.30.0-0.34.0",
+            "releases": ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
             "semantics": "",
             "digests": {
                 "OffloadingConnectorScheduler._sliding_window_lookup":
@@ -161,8 +182,8 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
         {
-            "name": "0.33.0",
-            "releases": ("0.33.0",),
+            "name": "0.33.0-0.34.0",
+            "releases": ("0.33.0", "0.34.0"),
             "semantics": "",
             "digests": {
                 "DPLBAsyncMPClient.get_core_engine_for_request":
@@ -214,6 +235,55 @@ VARIANTS: dict[str, list[dict]] = {
                     "1bf0424a63765e0d88fc3de8db7431960144806601b29da0428a0c78702b4322",
                 "BlockHashToBlockMap.pop":
                     "3fbac1b299538f1d37bef7d3b25fd0b05585a9be2ed02720ec6eaa4d6736d876",
+                "make_block_hash_with_group_id":
+                    "d51da817a4ac06b764cb7e427a00e5789a5a85d57e96fa457d5527f3620fabfe",
+                "resolve_block_hashes":
+                    "82dc8308cbdfee2da091ef92284bc8c1d4662042170655d2425ec7ea7888f10b",
+                "BlockHashListWithBlockSize._get_value_at":
+                    "108110e08c3b08ff0a4bb321bee27a3d9e4d971a845259d6ddd440877d116311",
+                "Request.update_block_hashes":
+                    "bf45097f1b41f436811a669a5384b30816bb4d6460ac7d6b1fe528eca5c5f0d7",
+            },
+        },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "",
+            "digests": {
+                "HybridKVCacheCoordinator.find_longest_cache_hit":
+                    "f0bf6d6d10cbc235070eb5046dbd5e9332fb25f97ed3c8dfd56546f93fbc952e",
+                "FullAttentionManager.find_longest_cache_hit":
+                    "8df01074d130e489fc4ebe43eb22ec5b179364193e7aa2c8174bae3121af40d0",
+                "SlidingWindowManager.find_longest_cache_hit":
+                    "9f8085983e4e2ad9b10e6e95e81831d2a1beb3b889dc5b1644c22d71caf9cc84",
+                "CircularBufferManager.find_longest_cache_hit":
+                    "236ebadc76e5231ff37a33ac65d14a784997b440bbf7b1b6f00c896e9420effb",
+                "ChunkedLocalAttentionManager.find_longest_cache_hit":
+                    "330877e60761a6f3abfaa8294037062f2b4a9c1c006ed81f691a2e369b59d6df",
+                "MambaManager.find_longest_cache_hit":
+                    "435ff3bc9d4189dec872869717b7f34c68641232947bdb643f693115178a5114",
+                "CrossAttentionManager.find_longest_cache_hit":
+                    "07c145cddc01a21ce50eaa1edad46306b9b503a2504c96763ae557dae02b5243",
+                "_HiSparseAuxiliaryManager.find_longest_cache_hit":
+                    "236ebadc76e5231ff37a33ac65d14a784997b440bbf7b1b6f00c896e9420effb",
+                "BlockPool.get_cached_block":
+                    "f9672506e4244cbcd92702318a9ae1e4d0dd91403521e0cb38e5828c9ea3c543",
+                "BlockPool._insert_block_hash":
+                    "6b8dcb75d196a700a792b58ac6beb62279066fe580056caf24837bf5e74ce67d",
+                "BlockPool._remove_cached_block_hashes":
+                    "7cebce2ad10a7841630976fa38a4e34d361e2e5d5ab2bdeff00f6539b2b347a4",
+                "BlockPool.reset_prefix_cache":
+                    "6d9a173c32ae4271cff94cbffbe5b6b6bcc9a3ea7e8a7c4a93557a3ad369d430",
+                "BlockHashToBlockMap.__init__":
+                    "cc9466e3a3d1d358e49a7911625d0476f6077de68465dc0638ffd46d2bba4d21",
+                "BlockHashToBlockMap.get_one_block":
+                    "95aaec9d5a74f65cbb04ba8408a50335dd0f39125ddf2e3bea62d0a8b9541667",
+                "BlockHashToBlockMap.contain":
+                    "1ad84a86c3118c1ba6a9aaf18f6eb516a251bfc941fa0b43094ed55406386625",
+                "BlockHashToBlockMap.insert":
+                    "a0d149c12af1acd3c84ef7774739d6d030616dbdd59ff1879422c1f8203a824f",
+                "BlockHashToBlockMap.pop":
+                    "09fa0bb387655187233d3fc0f587e5e151d01c32e4f2dd74d053ed34f6b74ffa",
                 "make_block_hash_with_group_id":
                     "d51da817a4ac06b764cb7e427a00e5789a5a85d57e96fa457d5527f3620fabfe",
                 "resolve_block_hashes":

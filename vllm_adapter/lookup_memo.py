@@ -18,16 +18,24 @@ the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
   ``BlockHashToBlockMap`` at keys ``h + group id`` whose hash ``h`` is an
   element of ``block_hashes`` (a coarser block's key is the hash at its
   last hash block: ``BlockHashListWithBlockSize``).
-* Every write to such a map goes through ``BlockHashToBlockMap.insert`` or
-  ``.pop``, and ``BlockPool.reset_prefix_cache`` replaces the map. While an
-  answer is remembered, each map's ``insert`` and ``pop`` are watched (as
-  attributes of that map object, removed when nothing is remembered), and a
-  write of a key whose hash the remembered request holds forgets every
-  remembered answer; a replaced map does too.
+* Every write to such a map goes through ``BlockHashToBlockMap.insert``,
+  ``.pop`` or, from vLLM 0.34.0 on, ``.clear``. ``BlockPool.reset_prefix_cache``
+  replaces the map up to 0.33.0 and clears it in place from 0.34.0 on
+  (``BlockPool.move_block_hashes``, new in 0.34.0, writes through
+  ``_remove_cached_block_hashes`` and ``_insert_block_hash``, so through pop
+  and insert). While an answer is remembered, each map's ``insert``, ``pop``
+  and ``clear`` (where the class has one) are watched (as attributes of that
+  map object, removed when nothing is remembered): a write of a key whose hash
+  the remembered request holds forgets every remembered answer, a ``clear``
+  forgets them all, and so does a replaced map.
+* On 0.34.0 the map holds block ids and ``get_one_block`` answers
+  ``blocks[id]`` from the pool's fixed list of blocks, so the map's keys
+  and ids are all a lookup reads of it, as with the block lists before.
 * ``block_hashes`` (``Request.block_hashes``) is only ever extended, or has a
-  suffix replaced by newly computed hashes (``clear()`` or ``del [k:]`` and
-  then ``update_block_hashes``). The memory holds the list and its last
-  element, so equal length and the very same last element pin its contents.
+  suffix replaced by newly computed hashes (``clear()`` or ``del [k:]``, as in
+  0.34.0's ``truncate_block_hashes``, and then ``update_block_hashes``). The
+  memory holds the list and its last element, so equal length and the very
+  same last element pin its contents.
 
 A request is remembered at its second identical lookup (the first one only
 marks it), so a request admitted at its first lookup costs nothing more.
@@ -51,6 +59,9 @@ GROUP_ID_BYTES = 4
 MAX_REMEMBERED = 8
 # At most this many requests marked as seen once; then the marks start over.
 MAX_SEEN = 256
+# The map methods that write it (``clear`` from vLLM 0.34.0 on), shadowed
+# on the map object while an answer is remembered.
+WATCHED_WRITES = ("insert", "pop", "clear")
 
 
 @dataclass
@@ -59,7 +70,7 @@ class MemoStats:
 
     hits: int = 0  # lookups answered from memory
     remembered: int = 0  # answers stored
-    forgotten: int = 0  # times a watched write (or a new map) forgot them
+    forgotten: int = 0  # times a watched write, clear or new map forgot them
 
 
 class _Entry:
@@ -145,23 +156,26 @@ class LookupMemo:
         )
 
     def _maps_unwatched(self) -> bool:
-        """No one else's insert / pop sits on these maps (two memories on
-        one map would undo each other's watch)."""
+        """No one else's insert / pop / clear sits on these maps (two
+        memories on one map would undo each other's watch)."""
         return all(
-            "insert" not in vars(pool.cached_block_hash_to_block)
-            and "pop" not in vars(pool.cached_block_hash_to_block)
+            name not in vars(pool.cached_block_hash_to_block)
             for pool in self.pools
+            for name in WATCHED_WRITES
         )
 
     def _watch_maps(self) -> None:
-        """Shadow each map's insert and pop with a watching one (instance
-        attributes: vLLM's calls ``self.cached_block_hash_to_block.insert``
-        find them first)."""
+        """Shadow each map's insert, pop and clear with watching ones
+        (instance attributes: vLLM's calls
+        ``self.cached_block_hash_to_block.insert`` find them first)."""
         for pool in self.pools:
             block_map = pool.cached_block_hash_to_block
             cls = type(block_map)
             block_map.insert = _watching(self, cls.insert.__get__(block_map))
             block_map.pop = _watching(self, cls.pop.__get__(block_map))
+            clear = getattr(cls, "clear", None)
+            if clear is not None:  # vLLM 0.34.0's reset_prefix_cache
+                block_map.clear = _forgetting(self, clear.__get__(block_map))
             self.watched_maps.append(block_map)
 
     def forget(self) -> None:
@@ -171,8 +185,8 @@ class LookupMemo:
         self.entries.clear()
         self.watch.clear()
         for block_map in self.watched_maps:
-            vars(block_map).pop("insert", None)
-            vars(block_map).pop("pop", None)
+            for name in WATCHED_WRITES:
+                vars(block_map).pop(name, None)
         self.watched_maps.clear()
 
 
@@ -187,6 +201,17 @@ def _watching(memo: LookupMemo, write: Callable[..., Any]) -> Callable[..., Any]
         return write(key, *args)
 
     return watched_write
+
+
+def _forgetting(memo: LookupMemo, write: Callable[[], Any]) -> Callable[[], Any]:
+    """``write`` (a map's clear, bound), forgetting the memory first: it
+    drops every key."""
+
+    def watched_clear() -> Any:
+        memo.forget()
+        return write()
+
+    return watched_clear
 
 
 def pools_of(coordinator: Any) -> list[Any]:

@@ -147,6 +147,85 @@ class GroupsMask(Sequence[bool]):
         return True
 
 
+class OneGroupIdMask(OneGroupMask):
+    """``OneGroupMask`` for the id layout (vLLM 0.34): the map's ``_cache``
+    holds a block id and ``get_one_block`` answers ``_blocks[id]``, whatever
+    ``_dup_ids`` holds. An id that is not an int in ``[0, len(_blocks))``
+    (or a block of another type) is read by vLLM's own ``get_one_block``."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(
+        self, n: int, hashes: Any, suffix: bytes, hash_map: Any, block_type: type
+    ) -> None:
+        super().__init__(n, hashes, suffix, hash_map, block_type)
+        self._blocks = hash_map._blocks
+
+    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+        key = self._hashes[i] + self._suffix
+        block_id = self._read(key)
+        if block_id is None:
+            return False
+        block = None
+        if type(block_id) is int and 0 <= block_id < len(self._blocks):
+            block = self._blocks[block_id]
+        if type(block) is not self._block_type:
+            block = self._hash_map.get_one_block(key)
+            if not block:
+                return False
+        self.found[i] = block
+        return True
+
+
+class GroupsIdMask(GroupsMask):
+    """``GroupsMask`` for the id layout (``OneGroupIdMask``)."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(
+        self, n: int, hashes: Any, suffixes: list[bytes], hash_map: Any, block_type: type
+    ) -> None:
+        super().__init__(n, hashes, suffixes, hash_map, block_type)
+        self._blocks = hash_map._blocks
+
+    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
+        block_hash = self._hashes[i]
+        blocks = []
+        for suffix in self._suffixes:
+            key = block_hash + suffix
+            block_id = self._read(key)
+            if block_id is None:
+                return False
+            block = None
+            if type(block_id) is int and 0 <= block_id < len(self._blocks):
+                block = self._blocks[block_id]
+            if type(block) is not self._block_type:
+                block = self._hash_map.get_one_block(key)
+                if not block:
+                    return False
+            blocks.append(block)
+        self.found[i] = blocks
+        return True
+
+
+# The pool-read layouts (fingerprint.SEMANTICS of the pool_read binding):
+# the map's value is the block (or a dict of blocks), or a block id.
+LAYOUT_BLOCKS = "blocks"
+LAYOUT_BLOCK_IDS = "block_ids"
+
+
+def pool_layout(pool_read: bool | str | None) -> str | None:
+    """The inline read's layout from ``pool_read``: None (no inline read)
+    for a false value, ``LAYOUT_BLOCKS`` for True, else the layout named."""
+    if not pool_read:
+        return None
+    if pool_read is True:
+        return LAYOUT_BLOCKS
+    if pool_read not in (LAYOUT_BLOCKS, LAYOUT_BLOCK_IDS):
+        raise ValueError(f"pool_read must be a bool or a layout name, got {pool_read!r}")
+    return pool_read
+
+
 def python_search(cached: Sequence[bool], params: SearchParams) -> tuple[int, int]:
     """pyspec's ``find_hit``, returning ``(length, first_real)``.
 
@@ -175,7 +254,7 @@ def make_lookup(
     original: Callable[..., Any],
     on_error: Callable[[BaseException], None],
     counter: Counter,
-    pool_read: bool,
+    pool_read: bool | str | None,
     hotpath: Any = None,
 ) -> Callable[..., Any]:
     """Build the replacement classmethod body around ``original``, vLLM's
@@ -191,7 +270,9 @@ def make_lookup(
     breaks because of us. ``counter.calls`` counts every call of the Python
     lookup (the extension counts its own, ``SwaLookup.calls``).
     ``pool_read``: the installed vLLM's pool read path matches the one
-    ``OneGroupMask`` and the extension reproduce.
+    ``OneGroupMask`` and the extension reproduce: True or "blocks" (the
+    map's value is the block), "block_ids" (a block id, ``OneGroupIdMask``),
+    or False / None (every probe calls ``get_cached_block``).
     """
     from vllm.v1.core import block_pool as block_pool_module
     from vllm.v1.core.kv_cache_utils import BlockHashListWithBlockSize
@@ -207,8 +288,10 @@ def make_lookup(
     key_fn = block_pool_module.make_block_hash_with_group_id
     # A stored block passes vLLM's ``if not block`` unless its class says
     # otherwise; then every read goes through vLLM's own get_one_block.
+    layout = pool_layout(pool_read)
     if hasattr(block_type, "__bool__") or hasattr(block_type, "__len__"):
-        pool_read = False
+        layout = None
+    block_ids = layout == LAYOUT_BLOCK_IDS
     params_cache: dict[tuple[int, int, int, int, bool], SearchParams] = {}
     suffixes: dict[int, bytes] = {}
     single: dict[int, list[bytes]] = {}
@@ -253,6 +336,7 @@ def make_lookup(
             or "get_one_block" in hash_map.__dict__
             or map_type.get_one_block is not read_fn
             or type(hash_map._cache) is not dict
+            or (layout == LAYOUT_BLOCK_IDS and type(getattr(hash_map, "_blocks", None)) is not list)
         ):
             return None
         return hash_map
@@ -347,7 +431,7 @@ def make_lookup(
         params = params_cache.get((n, block_size, sliding_window, alignment_tokens, eagle))
         if params is None:
             params = search_params(n, block_size, sliding_window, alignment_tokens, eagle)
-        hash_map = inline_map(block_pool) if pool_read else None
+        hash_map = inline_map(block_pool) if layout is not None else None
         group_suffixes = suffixes_of(kv_cache_group_ids) if hash_map is not None else None
         try:
             one_group = len(kv_cache_group_ids) == 1
@@ -355,9 +439,12 @@ def make_lookup(
                 cached: Any = PoolMask(n, hashes, kv_cache_group_ids, block_pool)
                 one_group = False  # found[i] is get_cached_block's list
             elif one_group:
-                cached = OneGroupMask(n, hashes, group_suffixes[0], hash_map, block_type)
+                # The mask classes are read at call time (tests count them).
+                one_mask = OneGroupIdMask if block_ids else OneGroupMask
+                cached = one_mask(n, hashes, group_suffixes[0], hash_map, block_type)
             else:
-                cached = GroupsMask(n, hashes, group_suffixes, hash_map, block_type)
+                groups_mask = GroupsIdMask if block_ids else GroupsMask
+                cached = groups_mask(n, hashes, group_suffixes, hash_map, block_type)
             length, first_real = python_search(cached, params)
             found = cached.found
             null = block_pool.null_block
@@ -396,8 +483,9 @@ def make_lookup(
         read_fn=read_fn,
         key_fn=key_fn,
         key_scope=vars(block_pool_module),
-        pool_read=pool_read,
+        pool_read=layout is not None,
         view_type=BlockHashListWithBlockSize,
+        layout=layout or LAYOUT_BLOCKS,
     )
 
 

@@ -11,8 +11,10 @@ bound to (fingerprint binding `lookup_memo`):
   (hashes are numbers here; which block object is cached is not modelled:
   every write below may change it, and the memory forgets on every write of
   a watched key whatever it writes);
-* a write (`insert`, `pop`) sets one key; a map replaced by
-  `reset_prefix_cache` is noticed by identity in Python and is not modelled;
+* a write (`insert`, `pop`) sets one key; `reset_prefix_cache` (a map
+  replaced up to vLLM 0.33.0, noticed by identity in Python; the map's
+  `clear` from 0.34.0 on, watched in Python) forgets every answer and is not
+  modelled;
 * a KV-cache group reads, for its block `i`, the request's hash at that
   block's last hash block (`BlockHashListWithBlockSize`): `coarseView`;
 * the memory watches every hash of the request (`memB`).
