@@ -59,3 +59,16 @@ def test_qualify_refuses_bad_arguments() -> None:
     with pytest.raises(SystemExit):
         main(["qualify", "--lookups", "0"])
     assert main([]) == 2
+
+
+def test_qualify_would_not_serve_without_the_entry_point(monkeypatch) -> None:
+    """The plugin's entry point missing from vllm.general_plugins (the package
+    not pip-installed) means vLLM never calls it: qualify says so."""
+    import importlib.metadata
+
+    for key in ("SWA_PREFIX_CACHE_MODE", "VLLM_PLUGINS"):
+        monkeypatch.delenv(key, raising=False)
+    assert qualify.not_serving() is None
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: [])
+    why = qualify.not_serving()
+    assert why is not None and "not installed" in why and qualify.PLUGIN_NAME in why

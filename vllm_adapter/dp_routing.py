@@ -87,23 +87,34 @@ def install() -> bool:
         if setting is DpRouting.OFF:
             _state.reason = "setting off"
             return False
-        from vllm_adapter import fingerprint
-
-        version = fingerprint.installed_version()
-        found = fingerprint.check(fingerprint.DP_ROUTING)
-        if not found.known:
-            _state.reason = f"unknown vLLM front end {version} (changed: {', '.join(found.changed)})"
+        try:
+            return _install_known()
+        except Exception as exc:  # vLLM, its front end or kv_index's imports missing
+            _state.reason = f"cannot patch vLLM's data-parallel front end: {exc!r}"
             logger.warning("swa-prefix-cache: %s; vLLM's data-parallel balancing kept", _state.reason)
             return False
-        from vllm.v1.engine.core import EngineCore
-        from vllm.v1.engine.core_client import DPLBAsyncMPClient
 
-        original = DPLBAsyncMPClient.__dict__[METHOD]
-        setattr(DPLBAsyncMPClient, METHOD, _make_route(original))
-        setattr(EngineCore, UTILITY, _layout_utility)
-        _state.installed, _state.original, _state.reason = True, original, ""
-        logger.info("swa-prefix-cache: data-parallel routing by exact hit active on vLLM %s", version)
-        return True
+
+def _install_known() -> bool:
+    """The routing, where vLLM's front end is the checked code. Called with
+    ``_lock`` held."""
+    from vllm_adapter import fingerprint
+
+    version = fingerprint.installed_version()
+    found = fingerprint.check(fingerprint.DP_ROUTING)
+    if not found.known:
+        _state.reason = f"unknown vLLM front end {version} (changed: {', '.join(found.changed)})"
+        logger.warning("swa-prefix-cache: %s; vLLM's data-parallel balancing kept", _state.reason)
+        return False
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.engine.core_client import DPLBAsyncMPClient
+
+    original = DPLBAsyncMPClient.__dict__[METHOD]
+    setattr(DPLBAsyncMPClient, METHOD, _make_route(original))
+    setattr(EngineCore, UTILITY, _layout_utility)
+    _state.installed, _state.original, _state.reason = True, original, ""
+    logger.info("swa-prefix-cache: data-parallel routing by exact hit active on vLLM %s", version)
+    return True
 
 
 def uninstall() -> None:

@@ -68,25 +68,36 @@ def install() -> bool:
         if setting is OffloadFilter.OFF:
             _state.reason = "setting off"
             return False
-        from vllm_adapter import fingerprint
-
-        version = fingerprint.installed_version()
-        found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
-        if not found.known:
-            _state.reason = (
-                f"unknown vLLM offload scheduler {version} (changed: {', '.join(found.changed)})"
-            )
+        try:
+            return _install_known()
+        except Exception as exc:  # vLLM or its offloading connector not importable
+            _state.reason = f"cannot patch vLLM's offload store filter: {exc!r}"
             logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
             return False
-        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
-            OffloadingConnectorScheduler,
-        )
 
-        original = OffloadingConnectorScheduler.__dict__[METHOD]
-        setattr(OffloadingConnectorScheduler, METHOD, _make_mask(original))
-        _state.installed, _state.original, _state.reason = True, original, ""
-        logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s", version)
-        return True
+
+def _install_known() -> bool:
+    """The filter, where its sources are the checked code. Called with
+    ``_lock`` held."""
+    from vllm_adapter import fingerprint
+
+    version = fingerprint.installed_version()
+    found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
+    if not found.known:
+        _state.reason = (
+            f"unknown vLLM offload scheduler {version} (changed: {', '.join(found.changed)})"
+        )
+        logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
+        return False
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+        OffloadingConnectorScheduler,
+    )
+
+    original = OffloadingConnectorScheduler.__dict__[METHOD]
+    setattr(OffloadingConnectorScheduler, METHOD, _make_mask(original))
+    _state.installed, _state.original, _state.reason = True, original, ""
+    logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s", version)
+    return True
 
 
 def uninstall() -> None:

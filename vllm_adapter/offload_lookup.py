@@ -88,6 +88,13 @@ def install(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
         return True
 
 
+def refuse(reason: str) -> None:
+    """Record why the lookup stays vLLM's own (an install that failed) and
+    say it once."""
+    _state.reason = reason
+    logger.warning("swa-prefix-cache: %s; vLLM's own offload scan stays", reason)
+
+
 def uninstall() -> None:
     with _lock:
         if not _state.installed:

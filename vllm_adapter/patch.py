@@ -87,30 +87,32 @@ def _choose_core() -> tuple[Any, str]:
         return None, "python"
 
 
-def _pool_read() -> bool:
-    """Whether probes may read ``BlockPool``'s hash map inline: only when the
-    sources of that read match a known vLLM build (``fingerprint``);
-    otherwise every probe calls ``BlockPool.get_cached_block`` (same answers,
-    slower), said once in the log."""
+def _pool_read() -> str | None:
+    """The layout in which probes may read ``BlockPool``'s hash map inline
+    ("blocks" or "block_ids", from the matched variant's semantics): only
+    when the sources of that read match a known vLLM build (``fingerprint``);
+    otherwise None, and every probe calls ``BlockPool.get_cached_block``
+    (same answers, slower), said once in the log."""
     from vllm_adapter import fingerprint
 
     try:
         found = fingerprint.check(fingerprint.POOL_READ)
         if found.known:
-            return True
+            return "block_ids" if found.semantics == fingerprint.BLOCK_IDS else "blocks"
         reason = f"its BlockPool read path is unknown code ({', '.join(found.changed)} changed)"
     except Exception as exc:  # sources unreadable: the generic probe is safe
         reason = f"cannot fingerprint its BlockPool read path: {exc!r}"
     logger.info("swa-prefix-cache: %s; probing through get_cached_block", reason)
-    return False
+    return None
 
 
 def install(mode: Mode | None = None) -> bool:
     """Patch vLLM if its build is known and the mode is not ``off``.
 
-    Returns whether the patch is active. Never raises for an unknown vLLM
-    or a missing native extension: those leave vLLM untouched (or use the
-    Python search) and log one line. The opt-in KV-offload store filter
+    Returns whether the patch is active. Never raises (vLLM calls it while
+    it starts): an unknown vLLM, a missing native extension or vLLM itself,
+    a bad setting each leave vLLM's own code in place for what they concern
+    (or use the Python search) and log one line. The opt-in KV-offload store filter
     (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) is installed first, on its own
     fingerprint, whatever the lookup patch does, and so is the opt-in
     data-parallel routing (``SWA_PREFIX_CACHE_DP_ROUTING``).
@@ -133,7 +135,12 @@ def install(mode: Mode | None = None) -> bool:
         if mode is Mode.OFF:
             _state.reason = "mode off"
             if report.stats_dir() is not None:
-                return _install_timer()
+                try:
+                    return _install_timer()
+                except Exception as exc:  # vLLM not importable
+                    _state.reason = f"mode off; vLLM's lookups not timed: {exc!r}"
+                    logger.warning("swa-prefix-cache: %s", _state.reason)
+                    return False
             logger.info("swa-prefix-cache: mode off; vLLM left unpatched")
             return False
         from vllm_adapter import fingerprint
@@ -187,11 +194,24 @@ def install(mode: Mode | None = None) -> bool:
             "swa-prefix-cache: active (mode %s, %s core) on vLLM %s (its lookup's code as in %s), pid %d",
             mode.value, backend, version, found.variant, os.getpid(),
         )
-        _install_full(mode, hotpath, pool_read, timed)
+        # The other lookups are independent parts: one that fails leaves
+        # vLLM's own code for it and the rest in place.
+        try:
+            _install_full(mode, hotpath, pool_read, timed)
+        except Exception as exc:
+            _state.full_reason = f"cannot patch the full-attention lookup: {exc!r}"
+            logger.warning("swa-prefix-cache: %s; vLLM's own stays", _state.full_reason)
         from vllm_adapter import offload_lookup
 
-        offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
-        _install_memo(mode, memo_found)
+        try:
+            offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
+        except Exception as exc:
+            offload_lookup.refuse(f"cannot patch the KV-offload lookup: {exc!r}")
+        try:
+            _install_memo(mode, memo_found)
+        except Exception as exc:
+            _state.memo_reason = f"cannot install the lookup memory: {exc!r}"
+            logger.warning("swa-prefix-cache: %s; lookups are not remembered", _state.memo_reason)
         return True
 
 
@@ -248,7 +268,7 @@ def _install_memo(mode: Mode, found: Any) -> None:
     logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
 
 
-def _install_full(mode: Mode, hotpath: Any, pool_read: bool, timed: bool) -> None:
+def _install_full(mode: Mode, hotpath: Any, pool_read: str | None, timed: bool) -> None:
     """Replace ``FullAttentionManager.find_longest_cache_hit`` by the
     extension's proved ``full_hit`` (vllm_adapter/full_lookup.py), on its
     own fingerprint and in the same mode. With the python core, or an

@@ -8,8 +8,20 @@ bounded differential check: the plugin installed in shadow mode (both
 lookups run on every call, vLLM's answer returned, every disagreement
 counted: the same comparison ``SWA_PREFIX_CACHE_MODE=shadow`` makes in
 production) over random lookups on vLLM's real ``BlockPool`` and managers of
-this installation. Exit 0 only when every patch that applies agreed on
-every lookup; 1 otherwise; the ``--json`` report holds the same facts.
+this installation. It judges what would really serve vLLM here, with the
+environment's settings, and says it in its last line and its exit code:
+
+  0  PASS            the plugin would serve, and every lookup a patch
+                     replaces agreed with vLLM's own
+  1  FAIL            the plugin would serve, and a lookup disagreed or failed
+  2  REFUSED         a setting has a value the plugin does not know (the
+                     line names the variable and the values it takes)
+  3  WOULD NOT SERVE SWA_PREFIX_CACHE_MODE=off, vLLM would not load the plugin
+                     (its entry point is not installed, or VLLM_PLUGINS leaves
+                     it out), vLLM is not importable, or its sliding-window
+                     lookup is code the plugin does not know
+
+The ``--json`` report holds the same facts (``verdict``, ``exit``).
 """
 
 from __future__ import annotations
@@ -25,6 +37,48 @@ import time
 from typing import Any
 
 from vllm_adapter import fingerprint
+
+PLUGIN_GROUP = "vllm.general_plugins"
+PLUGIN_NAME = "swa_prefix_cache"
+EXIT = {"PASS": 0, "FAIL": 1, "REFUSED": 2, "WOULD NOT SERVE": 3}
+
+
+def settings_problem() -> str | None:
+    """The first setting the plugin would refuse, said as it says it, or None."""
+    import os
+
+    from vllm_adapter import config, report
+
+    readers = (config.read_mode, config.read_core, config.read_lookup_memo,
+               config.read_offload_filter, config.read_dp_routing)
+    try:
+        for read in readers:
+            read()
+        config.read_tokens_per_load(0.0)
+    except ValueError as exc:
+        return str(exc)
+    directory = report.stats_dir()
+    if directory is not None and not directory.is_dir() and os.path.exists(directory):
+        return f"{report.STATS_DIR_ENV}={directory} is not a directory"
+    return None
+
+
+def not_serving() -> str | None:
+    """Why vLLM would not run the plugin's lookups here, or None."""
+    import os
+    from importlib.metadata import entry_points
+
+    from vllm_adapter.config import Mode, read_mode
+
+    if read_mode() is Mode.OFF:
+        return "SWA_PREFIX_CACHE_MODE=off: vLLM's own code serves"
+    if not any(ep.name == PLUGIN_NAME for ep in entry_points(group=PLUGIN_GROUP)):
+        return (f"the entry point {PLUGIN_NAME} ({PLUGIN_GROUP}) is not installed: "
+                "vLLM would not load the plugin (pip install the package)")
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if allowed is not None and PLUGIN_NAME not in allowed.split(","):
+        return f"VLLM_PLUGINS={allowed!r} leaves out {PLUGIN_NAME}: vLLM would not load the plugin"
+    return None
 
 
 def native_report() -> dict[str, Any]:
@@ -44,6 +98,8 @@ SEMANTICS_SAID = {
     fingerprint.BLOCK_ALIGNED_ONLY:
         "an alignment that is not a multiple of the block size goes to vLLM's own "
         "method, which refuses it on this release",
+    fingerprint.BLOCK_IDS:
+        "the hash map holds block ids, read as this release reads them",
 }
 
 
@@ -79,9 +135,13 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
 
     vllm_adapter.uninstall()
     if not vllm_adapter.install(Mode.SHADOW):
-        return {"compared": 0, "mismatches": 0, "errors": 0, "lookups": 0}
+        return {"lookups": 0, "vllm_raised": 0, "compared": 0, "expected": 0, "mismatches": 0,
+                "errors": 0, "not_installed": vllm_adapter.status()["reason"]}
+    # A lookup is compared when a patch replaces it: the full-attention one
+    # is replaced only on the native core.
+    full_replaced = vllm_adapter.status()["full_attention"]["installed"]
     rng = random.Random(seed)
-    done = raised = 0
+    done = raised = expected = 0
     before = vllm_adapter.stats()
     base = (before.shadow_compared, before.shadow_mismatches, before.errors)
     try:
@@ -112,18 +172,20 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
                 spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1,
                                          dtype=torch.float32)
                 manager = FullAttentionManager
+            replaced = manager is SlidingWindowManager or full_replaced
             try:
                 manager.find_longest_cache_hit(
                     block_hashes=hashes, max_length=max_length, kv_cache_group_ids=[0],
                     block_pool=pool, kv_cache_spec=spec, drop_eagle_block=eagle,
                     alignment_tokens=alignment,
                 )
+                expected += replaced
             except Exception:  # vLLM's own method rejected the input (shadow runs it first)
                 raised += 1
             done += 1
     finally:
         stats = vllm_adapter.stats()
-        result = {"lookups": done, "vllm_raised": raised,
+        result = {"lookups": done, "vllm_raised": raised, "expected": expected,
                   "compared": stats.shadow_compared - base[0],
                   "mismatches": stats.shadow_mismatches - base[1], "errors": stats.errors - base[2]}
         vllm_adapter.uninstall()
@@ -131,6 +193,13 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
 
 
 def run(lookups: int, seed: int) -> dict[str, Any]:
+    report = _run(lookups, seed)
+    report["exit"] = EXIT[report["verdict"]]
+    report["ok"] = report["verdict"] == "PASS"
+    return report
+
+
+def _run(lookups: int, seed: int) -> dict[str, Any]:
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -143,21 +212,31 @@ def run(lookups: int, seed: int) -> dict[str, Any]:
         report["vllm"] = None
         report["vllm_error"] = repr(exc)
     report["extension"] = native_report()
+    report["refused"] = settings_problem()
+    if report["refused"] is not None:
+        report["verdict"] = "REFUSED"
+        return report
     if report["vllm"] is None:
-        report["ok"] = False
+        report["verdict"], report["why"] = "WOULD NOT SERVE", "vLLM is not importable"
         return report
     report["bindings"] = bindings_report()
     applies = {b["binding"] for b in report["bindings"] if b["applies"]}
-    if {"sliding_window"} <= applies:
-        started = time.perf_counter()
-        check = differential_check(lookups, seed)
-        check["seconds"] = round(time.perf_counter() - started, 2)
-        report["differential"] = check
-        report["ok"] = (check["compared"] == check["lookups"] - check["vllm_raised"] > 0
-                        and check["mismatches"] == 0 and check["errors"] == 0)
+    report["differential"] = None
+    if "sliding_window" not in applies:
+        report["verdict"] = "WOULD NOT SERVE"
+        report["why"] = "vLLM's sliding-window lookup is code the plugin does not know"
+        return report
+    started = time.perf_counter()
+    check = differential_check(lookups, seed)
+    check["seconds"] = round(time.perf_counter() - started, 2)
+    report["differential"] = check
+    agreed = (check["compared"] == check["expected"] > 0
+              and check["mismatches"] == 0 and check["errors"] == 0)
+    report["why"] = not_serving()
+    if report["why"] is not None:
+        report["verdict"] = "WOULD NOT SERVE"
     else:
-        report["differential"] = None
-        report["ok"] = False
+        report["verdict"] = "PASS" if agreed else "FAIL"
     return report
 
 
@@ -178,15 +257,19 @@ def print_report(report: dict[str, Any]) -> None:
         else:
             print(f"patch {row['binding']}: does not apply; changed: {', '.join(row['changed'])}")
     check = report.get("differential")
-    if check is None:
-        print("differential check: not run (the sliding-window patch does not apply)")
-    else:
-        verdict = "PASS" if report["ok"] else "FAIL"
+    if check is not None:
         print(f"differential check (sliding-window and full-attention lookups; the KV-offload lookup "
-              f"is not exercised here): {verdict}: {check['compared']} of {check['lookups']} lookups "
-              f"compared with vLLM's own ({check['vllm_raised']} rejected by vLLM), "
-              f"{check['mismatches']} disagreed, {check['errors']} errors "
+              f"is not exercised here): {check['compared']} of the {check['expected']} lookups a patch "
+              f"replaces (of {check['lookups']}; {check['vllm_raised']} rejected by vLLM) compared "
+              f"with vLLM's own, {check['mismatches']} disagreed, {check['errors']} errors "
               f"({check['seconds']} s)")
+    verdict = report["verdict"]
+    if verdict == "REFUSED":
+        print(f"REFUSED: {report['refused']}; the plugin would leave that part of it off")
+    elif verdict == "WOULD NOT SERVE":
+        print(f"WOULD NOT SERVE: {report['why']}")
+    else:
+        print(verdict)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1)
-    return 0 if report["ok"] else 1
+    return int(report["exit"])
 
 
 if __name__ == "__main__":

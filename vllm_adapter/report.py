@@ -13,6 +13,7 @@ written and no thread is started.
 
 import atexit
 import json
+import logging
 import os
 import sys
 import threading
@@ -32,6 +33,8 @@ enabled = False
 # coordinator class name -> its KV-cache groups, recorded on first sight.
 _observed: dict[str, dict[str, Any]] = {}
 _MAX_OBSERVED = 8
+
+logger = logging.getLogger("vllm_adapter")
 
 
 def stats_dir(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Path | None:
@@ -103,17 +106,23 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
 
 def start(status: Callable[[], dict[str, Any]]) -> Path | None:
     """Start writing this process's stats file; returns its path, or None
-    when ``SWA_PREFIX_CACHE_STATS_DIR`` is unset. Idempotent per process."""
+    when ``SWA_PREFIX_CACHE_STATS_DIR`` is unset or cannot be created (said
+    once; serving goes on without the file). Idempotent per process."""
     global _started_for, enabled
     directory = stats_dir()
     if directory is None:
         return None
     path = directory / f"stats-{os.getpid()}.json"
     if _started_for == os.getpid():
-        return path
+        return path if enabled else None
     _started_for = os.getpid()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        logger.warning("swa-prefix-cache: %s=%s cannot be created (%s); no stats file is written",
+                       STATS_DIR_ENV, directory, exc)
+        return None
     enabled = True
-    directory.mkdir(parents=True, exist_ok=True)
 
     def flush() -> None:
         try:
