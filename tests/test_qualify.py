@@ -72,3 +72,18 @@ def test_qualify_would_not_serve_without_the_entry_point(monkeypatch) -> None:
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: [])
     why = qualify.not_serving()
     assert why is not None and "not installed" in why and qualify.PLUGIN_NAME in why
+
+
+def test_qualify_says_degraded_when_a_patch_does_not_apply(monkeypatch, capsys) -> None:
+    """Answers that agree through a slower path are DEGRADED (exit 4), with
+    the lookup and the reason named; the mutant that drops the check (a
+    PASS here) fails this test."""
+    from vllm_adapter import known_sources
+
+    for key in ("SWA_PREFIX_CACHE_MODE", "SWA_PREFIX_CACHE_CORE", "VLLM_PLUGINS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setitem(known_sources.VARIANTS, "pool_read", [])
+    assert main(["qualify", "--lookups", "200"]) == 4
+    out = capsys.readouterr().out.splitlines()
+    assert "lookup sliding_window: native (probes: get_cached_block)" in out
+    assert out[-1].startswith("DEGRADED: probes call get_cached_block")

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from vllm_adapter import report
 from vllm_adapter.config import Core, Mode, read_core, read_mode
@@ -64,6 +64,11 @@ class _State:
     memo_originals: dict[Any, Any] = field(default_factory=dict)
     memo_reason: str = ""
     memo_stats: Any = None
+    # How the probes read the pool ("blocks", "block_ids" or None: through
+    # get_cached_block), and why the native core or the inline read is off.
+    pool_read: str | None = None
+    pool_reason: str = ""
+    core_reason: str = ""
 
 
 _state = _State()
@@ -73,6 +78,7 @@ def _choose_core() -> tuple[Any, str]:
     """The core ``SWA_PREFIX_CACHE_CORE`` asks for: (the extension module,
     "native") or (None, "python"). Python when the extension cannot be
     loaded (said once in the log)."""
+    _state.core_reason = ""
     if read_core() is Core.PYTHON:
         return None, "python"
     try:
@@ -80,6 +86,7 @@ def _choose_core() -> tuple[Any, str]:
 
         return hotpath.load(), "native"
     except Exception as exc:  # any failure to load means: use Python
+        _state.core_reason = f"native hot path unavailable ({exc})"
         logger.warning(
             "swa-prefix-cache: native hot path unavailable (%s); using the "
             "pure-Python stride search", exc,
@@ -102,6 +109,7 @@ def _pool_read() -> str | None:
         reason = f"its BlockPool read path is unknown code ({', '.join(found.changed)} changed)"
     except Exception as exc:  # sources unreadable: the generic probe is safe
         reason = f"cannot fingerprint its BlockPool read path: {exc!r}"
+    _state.pool_reason = reason
     logger.info("swa-prefix-cache: %s; probing through get_cached_block", reason)
     return None
 
@@ -172,7 +180,8 @@ def install(mode: Mode | None = None) -> bool:
         # are written out; otherwise the lookup counts its own calls (into a
         # throwaway Stats when ``_counted`` counts them).
         timed = report.stats_dir() is not None
-        pool_read = _pool_read()
+        _state.pool_reason = ""
+        pool_read = _state.pool_read = _pool_read()
         ours = make_lookup(
             original, _on_error,
             Stats() if timed or hotpath is not None else _state.stats, pool_read,
@@ -190,10 +199,6 @@ def install(mode: Mode | None = None) -> bool:
         )
         _state.installed, _state.original, _state.backend = True, original, backend
         _state.reason = ""
-        logger.info(
-            "swa-prefix-cache: active (mode %s, %s core) on vLLM %s (its lookup's code as in %s), pid %d",
-            mode.value, backend, version, found.variant, os.getpid(),
-        )
         # The other lookups are independent parts: one that fails leaves
         # vLLM's own code for it and the rest in place.
         try:
@@ -212,7 +217,26 @@ def install(mode: Mode | None = None) -> bool:
         except Exception as exc:
             _state.memo_reason = f"cannot install the lookup memory: {exc!r}"
             logger.warning("swa-prefix-cache: %s; lookups are not remembered", _state.memo_reason)
+        _say_active(version, found.variant)
         return True
+
+
+def _say_active(version: str, variant: str) -> None:
+    """The once-per-process line: what answers each lookup; a WARNING
+    naming what is slower than this build could be, when anything is."""
+    answers = ", ".join(f"{name} {row['answers']}" for name, row in paths().items())
+    slower = degraded()
+    if slower:
+        logger.warning(
+            "swa-prefix-cache: DEGRADED on vLLM %s: %s; "
+            "lookups answered by: %s; pid %d", version, "; ".join(slower), answers, os.getpid(),
+        )
+        return
+    logger.info(
+        "swa-prefix-cache: active (mode %s) on vLLM %s (its lookup's code as in %s); "
+        "lookups answered by: %s; pid %d",
+        _state.mode.value if _state.mode else "?", version, variant, answers, os.getpid(),
+    )
 
 
 def _memo_fingerprint() -> Any:
@@ -376,6 +400,76 @@ def is_installed() -> bool:
     return _state.installed
 
 
+def paths() -> dict[str, dict[str, Any]]:
+    """Per lookup, what really answers it in this process: ``native`` (the
+    proved C through the extension), ``python`` (pyspec's search) or
+    ``vllm`` (vLLM's own code), and the fast paths that are on."""
+    from vllm_adapter import offload_lookup
+
+    ours = _state.installed and _state.backend in ("native", "python")
+    probes = {"blocks": "inline map read", "block_ids": "inline map read (block ids)"}
+    return {
+        "sliding_window": {
+            "answers": _state.backend if ours else "vllm",
+            "probes": probes.get(_state.pool_read or "", "get_cached_block") if ours else "vllm",
+        },
+        "full_attention": {"answers": _state.backend if _state.full_installed else "vllm"},
+        "offload_lookup": {
+            "answers": (_state.backend if ours else "python") if offload_lookup.status()["installed"]
+            else "vllm",
+        },
+        "lookup_memo": {"answers": "memory" if _state.memo_originals else "off"},
+    }
+
+
+def degraded() -> list[str]:
+    """What is slower here than this build of the plugin could make it,
+    each with its reason; empty when every patch that exists for a lookup
+    applies (or a setting turned it off on purpose). Mode off is not
+    degraded: it asks for vLLM's own code."""
+    from vllm_adapter import config, dp_routing, offload_filter, offload_lookup
+
+    slower: list[str] = []
+    mode = _state.mode
+    if mode is not None and mode is not Mode.OFF:
+        if not _state.installed:
+            slower.append(f"sliding-window lookup is vLLM's own: {_state.reason}")
+        else:
+            if _state.core_reason:
+                slower.append(_state.core_reason)
+            if _state.pool_reason:
+                slower.append(f"probes call get_cached_block: {_state.pool_reason}")
+            if _state.backend == "native" and not _state.full_installed:
+                slower.append(f"full-attention lookup is vLLM's own: {_state.full_reason}")
+            offload = offload_lookup.status()
+            if not offload["installed"]:
+                slower.append(f"KV-offload lookup is vLLM's own: {offload['reason']}")
+            if mode is Mode.ON and not _state.memo_originals and _memo_wanted():
+                slower.append(f"lookup memory off: {_state.memo_reason}")
+    opt_in = (("offload store filter", offload_filter, config.read_offload_filter),
+              ("data-parallel routing", dp_routing, config.read_dp_routing))
+    for name, module, read in opt_in:
+        row = module.status()
+        if not row["installed"] and _asked_for(read):
+            slower.append(f"{name} asked for, vLLM's own kept: {row['reason']}")
+    return slower
+
+
+def _asked_for(read: Callable[[], Any]) -> bool:
+    """Whether a setting asks for its part (any value but ``off``; a value
+    the plugin does not know was asked for too, and refused)."""
+    try:
+        return read().value != "off"
+    except ValueError:
+        return True
+
+
+def _memo_wanted() -> bool:
+    from vllm_adapter.config import read_lookup_memo
+
+    return _asked_for(read_lookup_memo)
+
+
 def status() -> dict[str, Any]:
     """What is active and why; the stats counters."""
     return {
@@ -383,6 +477,8 @@ def status() -> dict[str, Any]:
         "mode": _state.mode.value if _state.mode else None,
         "backend": _state.backend,
         "reason": _state.reason,
+        "paths": paths(),
+        "degraded": degraded(),
         "stats": stats(),
         "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
         "lookup_memo": {

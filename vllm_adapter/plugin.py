@@ -20,6 +20,7 @@ def register() -> None:
     stats file (vllm_adapter/report.py), whether or not the patch applied,
     so a silently unpatched engine shows up as such.
     """
+    _show_in_vllms_log()
     try:
         install()
     except Exception as exc:  # never stop vLLM
@@ -28,3 +29,35 @@ def register() -> None:
         report.start(status)
     except Exception as exc:  # never stop vLLM
         logger.error("swa-prefix-cache: stats file not written (%r)", exc)
+
+
+
+class _ToVllmsLog(logging.Handler):
+    """Hands each record to vLLM's log as it is when the record is made
+    (vLLM configures its logging after loading plugins in some processes):
+    to the handlers of vLLM's ``vllm`` logger when it has them and the
+    application did not configure logging itself (then the root logger's
+    handlers get the record already); otherwise to Python's last-resort
+    handler, as if this handler were not there."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        theirs = logging.getLogger("vllm")
+        if theirs.handlers and not logging.getLogger().handlers:
+            theirs.handle(record)
+        elif logging.lastResort is not None and not logging.getLogger().handlers:
+            if record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+
+
+def _show_in_vllms_log() -> None:
+    """vLLM configures its ``vllm`` logger only (its handler, propagation
+    off), so our lines, on the ``vllm_adapter`` logger, would reach no
+    handler but Python's last resort (warnings only, unformatted): the
+    once-per-process line would not show. Route them to vLLM's handlers,
+    at INFO like vLLM's own (vLLM's handler applies VLLM_LOGGING_LEVEL)."""
+    ours = logging.getLogger("vllm_adapter")
+    if any(isinstance(handler, _ToVllmsLog) for handler in ours.handlers):
+        return
+    ours.addHandler(_ToVllmsLog())
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)

@@ -20,6 +20,13 @@ environment's settings, and says it in its last line and its exit code:
                      (its entry point is not installed, or VLLM_PLUGINS leaves
                      it out), vLLM is not importable, or its sliding-window
                      lookup is code the plugin does not know
+  4  DEGRADED        the answers agreed, but a patch that exists for a lookup
+                     does not apply here (unknown code, the extension missing,
+                     an opt-in part refused): vLLM's own code, or a slower
+                     path, serves it; the lines before name each one
+
+Before the verdict it prints, per lookup, what would answer it with these
+settings: native (the proved C), python (pyspec's search) or vllm (its own).
 
 The ``--json`` report holds the same facts (``verdict``, ``exit``).
 """
@@ -40,7 +47,7 @@ from vllm_adapter import fingerprint
 
 PLUGIN_GROUP = "vllm.general_plugins"
 PLUGIN_NAME = "swa_prefix_cache"
-EXIT = {"PASS": 0, "FAIL": 1, "REFUSED": 2, "WOULD NOT SERVE": 3}
+EXIT = {"PASS": 0, "FAIL": 1, "REFUSED": 2, "WOULD NOT SERVE": 3, "DEGRADED": 4}
 
 
 def settings_problem() -> str | None:
@@ -192,6 +199,20 @@ def differential_check(lookups: int, seed: int) -> dict[str, int]:
     return result
 
 
+def serving_report() -> dict[str, Any]:
+    """What would answer each lookup with this environment's settings: the
+    plugin installed as vLLM would install it, read, and removed again."""
+    import vllm_adapter
+
+    vllm_adapter.uninstall()
+    try:
+        vllm_adapter.install()
+        status = vllm_adapter.status()
+        return {"paths": status["paths"], "degraded": status["degraded"]}
+    finally:
+        vllm_adapter.uninstall()
+
+
 def run(lookups: int, seed: int) -> dict[str, Any]:
     report = _run(lookups, seed)
     report["exit"] = EXIT[report["verdict"]]
@@ -235,8 +256,14 @@ def _run(lookups: int, seed: int) -> dict[str, Any]:
     report["why"] = not_serving()
     if report["why"] is not None:
         report["verdict"] = "WOULD NOT SERVE"
+        return report
+    report["serving"] = serving_report()
+    if not agreed:
+        report["verdict"] = "FAIL"
+    elif report["serving"]["degraded"]:
+        report["verdict"] = "DEGRADED"
     else:
-        report["verdict"] = "PASS" if agreed else "FAIL"
+        report["verdict"] = "PASS"
     return report
 
 
@@ -263,8 +290,15 @@ def print_report(report: dict[str, Any]) -> None:
               f"replaces (of {check['lookups']}; {check['vllm_raised']} rejected by vLLM) compared "
               f"with vLLM's own, {check['mismatches']} disagreed, {check['errors']} errors "
               f"({check['seconds']} s)")
+    serving = report.get("serving")
+    if serving is not None:
+        for name, row in serving["paths"].items():
+            probes = f" (probes: {row['probes']})" if row.get("probes") not in (None, "vllm") else ""
+            print(f"lookup {name}: {row['answers']}{probes}")
     verdict = report["verdict"]
-    if verdict == "REFUSED":
+    if verdict == "DEGRADED":
+        print("DEGRADED: " + "; ".join(serving["degraded"]))
+    elif verdict == "REFUSED":
         print(f"REFUSED: {report['refused']}; the plugin would leave that part of it off")
     elif verdict == "WOULD NOT SERVE":
         print(f"WOULD NOT SERVE: {report['why']}")
