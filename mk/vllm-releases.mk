@@ -17,6 +17,9 @@ RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 RELEASE_OFFLOAD_SUITE := offload=tests/test_offload_lookup_adapter.py
 # The data-parallel routing's suite, where the plugin patches it (0.32+).
 RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
+# The lookup memory's and qualify's suites on releases newer than .venv's
+# (0.34+: the map cleared in place, the pool's block ids).
+RELEASE_NEW_SUITES := memo=tests/test_lookup_memo.py qualify=tests/test_qualify.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
 	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
 
@@ -48,6 +51,7 @@ matrix-vllm-%: $(RELEASES_DIR)/%/.stamp lib ext
 	start=$$(date +%s); status=0; suites=""; \
 	extra=""; case $* in 0.28.*|0.29.*) ;; *) extra="$(RELEASE_OFFLOAD_SUITE)";; esac; \
 	case $* in 0.28.*|0.29.*|0.30.*|0.31.*) ;; *) extra="$$extra $(RELEASE_DP_SUITE)";; esac; \
+	case $* in 0.2*|0.30.*|0.31.*|0.32.*|0.33.*) ;; *) extra="$$extra $(RELEASE_NEW_SUITES)";; esac; \
 	for suite in $(RELEASE_SUITES) $$extra; do name=$${suite%%=*}; files=$${suite#*=}; \
 		echo "$$id: $$name: $${files//,/ }"; \
 		PYTHONPATH=$(RELEASES_DIR)/$* $(TEST_ENV) $(RELEASE_ENV) $(PY) -m pytest -q -p no:cacheprovider \
