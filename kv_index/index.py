@@ -34,6 +34,8 @@ checks that both answer the same.
 
 from __future__ import annotations
 
+import functools
+import threading
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -175,6 +177,17 @@ def _seed_hash(layout: ReplicaLayout) -> bytes:
                          f"encoded for {algo} ({type(exc).__name__}: {exc})") from None
 
 
+def _locked(method: Any) -> Any:
+    """Run a ``KVIndex`` method under the index's lock (see the class docstring)."""
+
+    @functools.wraps(method)
+    def under_lock(self: KVIndex, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return under_lock
+
+
 def _check_tokens(prompt_token_ids: Sequence[int]) -> None:
     if not all(type(t) is int for t in prompt_token_ids):
         raise TypeError("prompt_token_ids must hold ints only")
@@ -185,12 +198,18 @@ class KVIndex:
 
     ``native``: None (default) scores with the native core when it is built,
     else with the pure-Python reference; True requires the native core
-    (``NativeUnavailable`` otherwise); False uses the reference."""
+    (``NativeUnavailable`` otherwise); False uses the reference.
+
+    Thread safety: one lock (an ``RLock``) is held by ``add_replica``,
+    ``remove_replica``, ``reset``, ``replicas``, ``stats``, ``apply`` and
+    ``score``, so a thread applying events and threads scoring requests can
+    share one index; a score sees each batch wholly applied or not at all."""
 
     def __init__(self, native: bool | None = None) -> None:
         if native is not None and type(native) is not bool:
             raise TypeError(f"native must be a bool or None, not {type(native).__name__}")
         self._replicas: dict[str, _Replica] = {}
+        self._lock = threading.RLock()
         if native is None:
             self._native = _native_loader.load()
         elif native:
@@ -204,6 +223,7 @@ class KVIndex:
         C key sets, the proved joint.c) or ``"python"`` (the reference)."""
         return "python" if self._native is None else "native"
 
+    @_locked
     def add_replica(self, name: str, layout: ReplicaLayout) -> None:
         if type(name) is not str:
             raise TypeError(f"name must be a str, not {type(name).__name__}")
@@ -213,19 +233,23 @@ class KVIndex:
             raise ValueError(f"name: replica {name!r} is already added")
         self._replicas[name] = _Replica(layout, self._native)
 
+    @_locked
     def remove_replica(self, name: str) -> None:
         self._replica(name)
         del self._replicas[name]
 
+    @_locked
     def reset(self, name: str) -> None:
         """Forget what replica ``name`` holds (e.g. after lost events)."""
         replica = self._replica(name)
         replica.clear()
         replica.stats["resets"] += 1
 
+    @_locked
     def replicas(self) -> list[str]:
         return list(self._replicas)
 
+    @_locked
     def stats(self, name: str) -> dict[str, int]:
         """Counters: events applied, keys stored / removed, removes of a key
         the index did not hold (it is behind), skipped other-medium events,
@@ -239,6 +263,7 @@ class KVIndex:
         except (KeyError, TypeError):
             raise ValueError(f"name: no replica {name!r}") from None
 
+    @_locked
     def apply(self, name: str, batch: Any) -> int:
         """Apply one ``KVEventBatch`` (the object or its msgpack bytes) from
         replica ``name``; returns the number of events applied. A malformed
@@ -279,6 +304,7 @@ class KVIndex:
             stats["removed"] += len(event.block_hashes)
         return len(events)
 
+    @_locked
     def score(self, prompt_token_ids: Sequence[int]) -> dict[str, int]:
         """Per replica, the tokens its ``get_computed_blocks`` would return
         for a plain prompt of these token ids now."""

@@ -17,24 +17,80 @@ endpoint, or the batches are no longer buffered), the replica is reset
 holds only what was stored after the gap, and every removal after it is
 applied: it can under-credit the replica (blocks stored before the gap),
 never credit a block the replica does not hold.
+
+Faults. ``complete`` means: every batch the current publisher sent since its
+seq 0 was applied, in order, so the index equals the replica. It turns False
+on a reset (a gap the replay cannot fill, a replay that skips a seq or times
+out, a batch the index refuses, a publisher restart or disconnect) and back
+True only when a batch with seq 0 is applied to a reset replica: a vLLM
+process starts with an empty pool, so from its seq 0 on the index is exact
+again. While False the index holds a subset of the replica (every store and
+remove after the reset is applied, removes of unknown keys floored at zero):
+it can under-credit, never over-credit.
+
+* A seq frame that is not 8 bytes or not in ``0 .. 2**63 - 1`` is counted
+  (``stats["malformed"]``) and skipped; the next good batch shows the gap.
+* A batch the index refuses (``ValueError``/``TypeError``) is counted
+  (``stats["refused"]``), the replica reset, and the stream goes on after it.
+* Restart: a live batch below ``next_seq`` (one a replay already applied)
+  is a duplicate when its payload digest equals the one applied under that
+  seq (the last ``DIGESTS`` are kept; vLLM's payload carries a timestamp, so
+  a new process's seq k differs from the old one's), or, when that digest is
+  no longer kept, when its seq is above the last live seq (one publisher's
+  live seqs only increase). Anything else below ``next_seq`` is a new
+  publisher: the replica is reset to seq 0 (``stats["restarts"]``) and the
+  batch handled as a gap from 0 (filled from the replay when it still holds
+  seq 0).
+* Disconnect: a socket monitor on the SUB socket reports the publisher's
+  connection closing (the process died or restarted; on loopback and ipc the
+  connection does not drop otherwise). Once the batches already queued are
+  applied, the replica is reset to seq 0 (``stats["disconnects"]``).
+* Replays are applied only while contiguous from ``next_seq`` (a skipped seq
+  resets, ``stats["resets_in_replay"]``); each is bounded by one overall
+  deadline (``replay_timeout_ms``) and ``MAX_REPLAY_FRAMES``; a replay that
+  times out fills nothing (``stats["replay_timeouts"]``).
+* ``poll`` is bounded by ``max_batches`` and a time budget; what is left
+  stays queued for the next poll.
+
+A ``Subscriber`` is used from one thread (its sockets are zmq sockets); the
+``KVIndex`` it feeds may be scored from others (see ``KVIndex``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import hashlib
+import time
+from collections import Counter, OrderedDict
 from typing import Any
 
 from kv_index.index import KVIndex
 
 END_SEQ = -1
+DIGESTS = 512  # applied seqs whose payload digest is kept (restart detection)
+MAX_REPLAY_FRAMES = 100_000
+POLL_MAX_BATCHES = 1000
+POLL_BUDGET_S = 0.05
 
 
-def _seq(frame: bytes) -> int:
-    return int.from_bytes(frame, "big", signed=True)
+def _seq(frame: bytes) -> int | None:
+    """The seq of a frame, or None when it is not 8 bytes or out of range."""
+    if type(frame) is not bytes or len(frame) != 8:
+        return None
+    seq = int.from_bytes(frame, "big", signed=True)
+    return seq if seq >= 0 or seq == END_SEQ else None
+
+
+def _digest(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=16).digest()
 
 
 class Subscriber:
-    """``poll()`` applies what has arrived; ``close()`` releases the sockets."""
+    """``poll()`` applies what has arrived; ``close()`` releases the sockets.
+
+    ``replay_on_start``: ask the replay socket for what was missed right away
+    (False: the caller runs ``catch_up()``, e.g. on its own thread).
+    ``rcvhwm``: the SUB socket's receive high-water mark (zmq's default when
+    None); batches beyond it are dropped by zmq and seen as a gap."""
 
     def __init__(
         self,
@@ -45,6 +101,8 @@ class Subscriber:
         topic: str = "",
         context: Any = None,
         replay_timeout_ms: int = 2000,
+        replay_on_start: bool = True,
+        rcvhwm: int | None = None,
     ) -> None:
         import zmq
 
@@ -52,20 +110,45 @@ class Subscriber:
             raise ValueError(f"name: replica {name!r} is not in the index")
         if type(endpoint) is not str or "://" not in endpoint:
             raise ValueError(f"endpoint must be a zmq address, got {endpoint!r}")
+        if replay_endpoint is not None and (type(replay_endpoint) is not str or "://" not in replay_endpoint):
+            raise ValueError(f"replay_endpoint must be a zmq address or None, got {replay_endpoint!r}")
+        if type(replay_timeout_ms) is not int or replay_timeout_ms < 1:
+            raise ValueError(f"replay_timeout_ms must be an int >= 1, got {replay_timeout_ms!r}")
+        if rcvhwm is not None and (type(rcvhwm) is not int or rcvhwm < 0):
+            raise ValueError(f"rcvhwm must be an int >= 0 or None, got {rcvhwm!r}")
+        if type(topic) is not str:
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
         self.index, self.name = index, name
-        self._ctx = context or zmq.Context.instance()
-        self._sub = self._ctx.socket(zmq.SUB)
-        self._sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
-        self._sub.connect(endpoint)
         self._replay_endpoint = replay_endpoint
         self._replay_timeout_ms = replay_timeout_ms
         self.next_seq = 0  # the next batch to apply
-        self.complete = True  # every batch from seq 0 on was applied
+        self.complete = True  # every batch from the publisher's seq 0 on was applied
         self.stats: Counter[str] = Counter()
-        if replay_endpoint is not None:
-            self.catch_up()
+        self._digests: OrderedDict[int, bytes] = OrderedDict()
+        self._last_live = -1  # the last seq received on the SUB socket
+        self._ctx = context or zmq.Context.instance()
+        self._sub = self._ctx.socket(zmq.SUB)
+        self._monitor = None
+        try:
+            if rcvhwm is not None:
+                self._sub.setsockopt(zmq.RCVHWM, rcvhwm)
+            self._sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
+            self._monitor = self._sub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._disconnected = zmq.EVENT_DISCONNECTED
+            self._sub.connect(endpoint)
+            if replay_endpoint is not None and replay_on_start:
+                self.catch_up()
+        except BaseException:  # a bad endpoint: release what was opened
+            self.close()
+            raise
 
     def close(self) -> None:
+        if self._monitor is not None:
+            try:
+                self._sub.disable_monitor()
+            except Exception:  # the socket is closed already: nothing to stop
+                pass
+            self._monitor.close(linger=0)
         self._sub.close(linger=0)
 
     def catch_up(self) -> int:
@@ -78,39 +161,103 @@ class Subscriber:
             return 0
         replayed = self._replay(self.next_seq)
         if replayed is None:
-            self.stats["replay_timeouts"] += 1
             return 0
         if replayed and replayed[0][0] > self.next_seq:
             self._reset(replayed[0][0])
         return self._apply_replayed(replayed)
 
-    def poll(self, timeout_ms: int = 0) -> int:
-        """Apply every batch that has arrived (waiting up to ``timeout_ms``
-        for the first); returns the number of batches applied."""
+    def poll(
+        self, timeout_ms: int = 0, max_batches: int = POLL_MAX_BATCHES, budget_s: float = POLL_BUDGET_S
+    ) -> int:
+        """Apply what has arrived (waiting up to ``timeout_ms`` for the
+        first), at most ``max_batches`` frames and about ``budget_s`` of
+        work (plus at most one replay); returns the number of batches
+        applied."""
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        if type(max_batches) is not int or max_batches < 1:
+            raise ValueError(f"max_batches must be an int >= 1, got {max_batches!r}")
+        if type(budget_s) not in (int, float) or not 0 <= budget_s < float("inf"):
+            raise ValueError(f"budget_s must be a finite number >= 0, got {budget_s!r}")
         applied = 0
         wait = timeout_ms
-        while self._sub.poll(wait):
+        deadline = time.monotonic() + budget_s + timeout_ms / 1000
+        drained = False
+        for _ in range(max_batches):
+            if not self._sub.poll(wait):
+                drained = True
+                break
             wait = 0
             frames = self._sub.recv_multipart()
-            if len(frames) != 3:
+            seq = _seq(frames[1]) if len(frames) == 3 else None
+            if seq is None or seq == END_SEQ:
                 self.stats["malformed"] += 1
-                continue
-            applied += self._on_batch(_seq(frames[1]), frames[2])
+            else:
+                went_back = seq <= self._last_live
+                self._last_live = seq
+                applied += self._on_batch(seq, frames[2], went_back)
+            if time.monotonic() > deadline:
+                break
+        if drained:  # what the old publisher sent is applied: now its disconnect
+            self._check_disconnect()
         return applied
 
-    def _on_batch(self, seq: int, payload: bytes) -> int:
-        if seq < self.next_seq:
-            self.stats["duplicates"] += 1
+    def _check_disconnect(self) -> None:
+        """Reset to seq 0 when the monitor saw the publisher's connection close."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        lost = False
+        for _ in range(100):
+            if not self._monitor.poll(0):
+                break
+            if recv_monitor_message(self._monitor)["event"] == self._disconnected:
+                lost = True
+        if lost:
+            self.stats["disconnects"] += 1
+            self._digests.clear()
+            self._reset(0)
+
+    def _restarted(self, seq: int, payload: bytes) -> int:
+        """The publisher started again below ``next_seq``: reset to seq 0 and
+        handle the batch as a gap from there."""
+        self.stats["restarts"] += 1
+        self._digests.clear()
+        self._reset(0)
+        return self._on_batch(seq, payload, False)
+
+    def _apply_one(self, seq: int, payload: bytes) -> int:
+        """Apply one batch at ``next_seq``; a refused batch resets the replica."""
+        self._digests[seq] = _digest(payload)
+        if len(self._digests) > DIGESTS:
+            self._digests.popitem(last=False)
+        try:
+            self.index.apply(self.name, payload)
+        except (ValueError, TypeError):
+            self.stats["refused"] += 1
+            self._reset(seq + 1)
             return 0
+        self.next_seq = seq + 1
+        if seq == 0:  # next_seq 0: a new or reset replica, so now exact again
+            self.complete = True
+        return 1
+
+    def _on_batch(self, seq: int, payload: bytes, went_back: bool) -> int:
+        """Apply a live batch; ``went_back``: its seq is not above the last
+        live one (one publisher's live seqs only increase)."""
+        if seq < self.next_seq:
+            known = self._digests.get(seq)
+            if known == _digest(payload) or (known is None and not went_back):
+                # sent live and replayed too (a long replay outlives the digests)
+                self.stats["duplicates"] += 1
+                return 0
+            return self._restarted(seq, payload)
         applied = 0
         if seq > self.next_seq:
             self.stats["gaps"] += 1
             applied += self._fill(seq)
             if seq < self.next_seq:  # the replay brought it too
                 return applied
-        self.index.apply(self.name, payload)
-        self.next_seq = seq + 1
-        return applied + 1
+        return applied + self._apply_one(seq, payload)
 
     def _fill(self, upto: int) -> int:
         """Apply batches ``next_seq .. upto - 1`` from the replay socket, or
@@ -130,21 +277,27 @@ class Subscriber:
     def _apply_replayed(self, replayed: list[tuple[int, bytes]]) -> int:
         applied = 0
         for seq, payload in replayed:
-            if seq == self.next_seq:
-                self.index.apply(self.name, payload)
-                self.next_seq = seq + 1
-                applied += 1
+            if seq < self.next_seq:
+                continue
+            if seq > self.next_seq:  # the replay skipped a batch
+                self.stats["resets_in_replay"] += 1
+                self._reset(seq)
+            applied += self._apply_one(seq, payload)
         self.stats["replayed"] += applied
         return applied
 
     def _replay(self, start: int) -> list[tuple[int, bytes]] | None:
-        return replay(self._ctx, self._replay_endpoint, start, self._replay_timeout_ms)
+        replayed = replay(self._ctx, self._replay_endpoint, start, self._replay_timeout_ms)
+        if replayed is None:
+            self.stats["replay_timeouts"] += 1
+        return replayed
 
 
 def replay(context: Any, endpoint: str, start: int, timeout_ms: int) -> list[tuple[int, bytes]] | None:
     """A publisher's buffered batches from ``start`` on, as ``(seq,
     payload)``, from its replay socket at ``endpoint``; None when it does
-    not answer within ``timeout_ms``."""
+    not answer with its end marker within ``timeout_ms`` overall (or
+    within ``MAX_REPLAY_FRAMES`` frames)."""
     import zmq
 
     sock = context.socket(zmq.DEALER)
@@ -152,11 +305,17 @@ def replay(context: Any, endpoint: str, start: int, timeout_ms: int) -> list[tup
         sock.connect(endpoint)
         sock.send_multipart((b"", start.to_bytes(8, "big")))
         out: list[tuple[int, bytes]] = []
-        while sock.poll(timeout_ms):
+        deadline = time.monotonic() + timeout_ms / 1000
+        for _ in range(MAX_REPLAY_FRAMES):
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not sock.poll(left_ms):
+                return None
             frames = sock.recv_multipart()
             if len(frames) != 4:
                 continue
             seq = _seq(frames[2])
+            if seq is None:
+                continue
             if seq == END_SEQ:
                 return out
             out.append((seq, frames[3]))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -29,6 +31,7 @@ from vllm.v1.engine import EngineCoreOutputs  # noqa: E402
 
 from kv_index import KVIndex  # noqa: E402
 from kv_index.balance import choose, costs, vllm_load_score  # noqa: E402
+from kv_index.subscriber import Subscriber  # noqa: E402
 from vllm_adapter import dp_routing  # noqa: E402
 
 ORIGINAL = dp_routing._state.original or DPLBAsyncMPClient.__dict__[dp_routing.METHOD]
@@ -194,3 +197,127 @@ def test_subscribe_endpoint() -> None:
     assert dp_routing.subscribe_endpoint("tcp://*:5557") == "tcp://127.0.0.1:5557"
     assert dp_routing.subscribe_endpoint("ipc:///tmp/kv") == "ipc:///tmp/kv"
     assert dp_routing.subscribe_endpoint("tcp://10.0.0.2:5557") is None
+
+
+# ---- events off the request path -------------------------------------------------
+
+
+class CountingSubscriber(Subscriber):
+    """The project's Subscriber, counting its polls and replays per thread."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.calls: Counter[str] = Counter()
+        super().__init__(*args, **kwargs)
+
+    def poll(self, *args, **kwargs) -> int:
+        self.calls["poll@" + threading.current_thread().name] += 1
+        return super().poll(*args, **kwargs)
+
+    def catch_up(self) -> int:
+        self.calls["catch_up@" + threading.current_thread().name] += 1
+        return super().catch_up()
+
+
+def _wait(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def test_events_are_read_on_the_poller_thread(tmp_path) -> None:
+    """Two ranks, each a real ``KVCacheManager`` behind vLLM's real
+    ``ZmqEventPublisher``: the router's poller thread replays what was sent
+    before it subscribed and follows the streams; requests routed meanwhile
+    never poll or replay on the request thread; the index ends equal to the
+    managers; ``close()`` stops the thread and closes the sockets."""
+    from test_kv_index import _publish_some
+    from vllm.distributed.kv_events import ZmqEventPublisher
+
+    rng = random.Random(31)
+    replicas = [Replica(SCENARIOS[0], rng) for _ in range(2)]
+    pubs = [ZmqEventPublisher(0, endpoint=f"ipc://{tmp_path}/pub{r}",
+                              replay_endpoint=f"ipc://{tmp_path}/replay{r}", buffer_steps=1000)
+            for r in range(2)]
+    router = dp_routing.Router(tokens_per_load=0.0)
+    try:
+        index = KVIndex()
+        for r, replica in enumerate(replicas):
+            index.add_replica(f"dp{r}", replica.layout)
+        published = [_publish_some(replicas[r], pubs[r], 5) for r in range(2)]
+        subs = [CountingSubscriber(index, f"dp{r}", f"ipc://{tmp_path}/pub{r}",
+                                   f"ipc://{tmp_path}/replay{r}", replay_on_start=False)
+                for r in range(2)]
+        router.attach(index, ["dp0", "dp1"], subs)
+        client = _client(2)
+        client.__dict__[dp_routing._ROUTER_ATTR] = router
+        assert _wait(lambda: router.ready)
+        for step in range(40):
+            rank = rng.randrange(2)
+            published[rank] += _publish_some(replicas[rank], pubs[rank], 1)
+            prompt, _ = replicas[rng.randrange(2)].probe()
+            ROUTE(client, _request(f"q{step}", prompt))
+        assert _wait(lambda: all(sub.next_seq >= n for sub, n in zip(subs, published)))
+        assert all(sub.complete for sub in subs)
+        for _ in range(20):
+            prompt, _ = replicas[rng.randrange(2)].probe()
+            hits = [replica.manager.get_computed_blocks(_request_for(replica, prompt))[1]
+                    for replica in replicas]
+            assert [index.score(prompt)[f"dp{r}"] for r in range(2)] == hits
+        main = threading.current_thread().name
+        for sub in subs:
+            assert sub.calls["poll@" + main] == 0 and sub.calls["catch_up@" + main] == 0
+            assert sub.calls["poll@swa-prefix-cache-kv-events"] > 0
+            assert sub.calls["catch_up@swa-prefix-cache-kv-events"] == 1
+            assert sub.stats["replayed"] >= 5
+        assert router.stats["decisions"] + sum(router.unsure.values()) == 40
+        assert router.stats["decisions"] > 0
+        assert router.status()["poller"]
+        router.close()
+        assert not router.poller_alive()
+        assert all(sub._sub.closed for sub in subs)
+    finally:
+        router.close()
+        for pub in pubs:
+            pub.shutdown()
+        for replica in replicas:
+            replica.close()
+
+
+def test_prepare_never_waits_on_a_replay(tmp_path) -> None:
+    """A replay socket that never answers holds the poller thread in its
+    first replay (3 s): requests meanwhile keep vLLM's choice ("index
+    starting") without waiting for it, and ``close()`` still stops the
+    thread once that replay gives up."""
+    import zmq
+
+    index, replicas = _ranks(SCENARIOS[0], random.Random(32), 5)
+    silent = zmq.Context.instance().socket(zmq.ROUTER)
+    silent.bind(f"ipc://{tmp_path}/silent")
+    router = dp_routing.Router(tokens_per_load=0.0)
+    try:
+        subs = [CountingSubscriber(index, f"dp{r}", f"ipc://{tmp_path}/nopub{r}",
+                                   f"ipc://{tmp_path}/silent", replay_timeout_ms=3000,
+                                   replay_on_start=False)
+                for r in range(2)]
+        router.attach(index, ["dp0", "dp1"], subs)
+        client, twin = _client(2), _client(2)
+        client.__dict__[dp_routing._ROUTER_ATTR] = router
+        prompt, _ = replicas[0].probe()
+        start = time.monotonic()
+        for step in range(20):
+            request = _request(f"s{step}", prompt)
+            assert ROUTE(client, request) == ORIGINAL(twin, _request(f"s{step}", prompt))
+        assert time.monotonic() - start < 2.0  # the replay under way takes 3 s
+        assert router.unsure["index starting"] == 20 and not router.ready
+        assert router.poller_alive()
+        router.close()
+        assert not router.poller_alive()
+        assert all(sub.calls["poll@" + threading.current_thread().name] == 0 for sub in subs)
+    finally:
+        router.close()
+        silent.close(linger=0)
+        for replica in replicas:
+            replica.close()

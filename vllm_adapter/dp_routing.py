@@ -31,6 +31,24 @@ What it assumes, and what it does otherwise:
   whose block hashes carry more than the tokens (LoRA, multimodal input,
   cache salt, prompt embeddings, KV hints), pooling requests, a rank given
   by the caller and streaming-input sessions.
+
+Threads. Events are read off the request path: each ``Router`` runs one
+daemon thread (``swa-prefix-cache-kv-events``) that owns the subscribers'
+zmq sockets: it first replays what each rank published before the router
+subscribed, then polls every subscriber in turn with a bounded budget
+(``POLL_MAX_BATCHES`` batches, ``POLL_BUDGET_S``), and fills gaps from the
+replay sockets (each replay bounded by ``REPLAY_TIMEOUT_MS`` overall). It
+stops, and closes the sockets, on ``Router.close()``. A request
+(``Router.prepare``, on the front end's event loop) never polls and never
+waits on a replay: it reads each subscriber's ``complete`` flag (keeping
+vLLM's choice while any is False, or before the first replay is done) and
+scores from the index as it is. The one lock between the two threads is
+the ``KVIndex``'s own: ``apply``/``reset`` on the poller and ``score`` on the
+request each hold it, so a score sees every batch wholly applied or not at
+all; it is held for one batch or one score, never across a replay. The
+flags a request reads (``Router.ready``, ``Subscriber.complete``) are single
+attribute reads; a subscriber marks itself incomplete before it resets the
+index.
 """
 
 from __future__ import annotations
@@ -52,9 +70,14 @@ _lock = threading.Lock()
 METHOD = "get_core_engine_for_request"
 UTILITY = "swa_prefix_cache_layout"
 _ROUTER_ATTR = "_swa_prefix_cache_router"
-# The replay socket answers from the same machine in well under a
-# millisecond; a longer wait would stall the front end's event loop.
-REPLAY_TIMEOUT_MS = 100
+# One replay's overall deadline, on the poller thread (never on a request):
+# long enough for a full 10,000-batch buffer from the same machine.
+REPLAY_TIMEOUT_MS = 2000
+# The poller's budget per subscriber and round, and its pause when idle.
+POLL_MAX_BATCHES = 200
+POLL_BUDGET_S = 0.02
+POLL_IDLE_S = 0.005
+POLLER_JOIN_S = 5.0
 
 
 @dataclass
@@ -253,12 +276,61 @@ class Router:
         self.index: Any = None
         self.stats: Counter[str] = Counter()
         self.unsure: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
 
     def attach(self, index: Any, names: list[str], subscribers: list[Any]) -> None:
         """Route with ``index`` (replica ``names[i]`` is engine ``i``), kept
-        current by ``subscribers``."""
+        current by ``subscribers``, which the poller thread then owns (their
+        first replay is its first job; routing starts after it)."""
         self.index, self.names, self.subscribers = index, names, subscribers
-        self.ready, self.reason = True, ""
+        self.reason = ""
+        if not subscribers:
+            self.ready = True
+            return
+        self.reason = "starting"
+        self._poller = threading.Thread(
+            target=self._poll_events, name="swa-prefix-cache-kv-events", daemon=True
+        )
+        self._poller.start()
+
+    def _poll_events(self) -> None:
+        """The poller thread: replay what was missed, then poll every
+        subscriber with a bounded budget until ``close()``; closes the
+        subscribers' sockets on the way out."""
+        subscribers = list(self.subscribers)  # close() may clear the attribute
+        try:
+            for sub in subscribers:
+                if self._stop.is_set():
+                    return
+                self._guarded(sub, sub.catch_up)
+            if not self._stop.is_set():
+                self.ready, self.reason = True, ""
+            while not self._stop.is_set():
+                applied = 0
+                for sub in subscribers:
+                    applied += self._guarded(sub, sub.poll, 0, POLL_MAX_BATCHES, POLL_BUDGET_S)
+                if not applied:
+                    self._stop.wait(POLL_IDLE_S)
+        finally:
+            for sub in subscribers:
+                sub.close()
+
+    def _guarded(self, sub: Any, work: Any, *args: Any) -> int:
+        """``work(*args)``'s count; an error (none is expected) marks the
+        subscriber incomplete, so its rank keeps vLLM's choice, and is
+        logged once."""
+        try:
+            return work(*args)
+        except Exception as exc:
+            sub.complete = False
+            self.stats["poller_errors"] += 1
+            if self.stats["poller_errors"] == 1:
+                logger.exception("swa-prefix-cache: KV event poller error (logged once): %s", exc)
+            return 0
+
+    def poller_alive(self) -> bool:
+        return self._poller is not None and self._poller.is_alive()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -269,13 +341,23 @@ class Router:
             "stats": dict(self.stats),
             "unsure": dict(self.unsure),
             "subscribers": [dict(s.stats, complete=s.complete) for s in self.subscribers],
+            "poller": self.poller_alive(),
         }
 
     def close(self) -> None:
-        for sub in self.subscribers:
-            sub.close()
-        self.subscribers = []
+        """Stop the poller thread (it closes the sockets), or close them here
+        when no thread owns them."""
         self.ready = False
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(POLLER_JOIN_S)
+            if self._poller.is_alive():
+                logger.warning("swa-prefix-cache: KV event poller still running after %.0f s; "
+                               "its sockets close when it stops", POLLER_JOIN_S)
+        else:
+            for sub in self.subscribers:
+                sub.close()
+        self.subscribers = []
 
     async def start(self, client: Any) -> None:
         """Ask every rank for its layout and subscribe to its events."""
@@ -322,9 +404,10 @@ class Router:
         subscribers = []
         try:
             for name, (pub, replay, topic) in zip(names, endpoints):
-                subscribers.append(
-                    Subscriber(index, name, pub, replay, topic, replay_timeout_ms=REPLAY_TIMEOUT_MS)
-                )
+                subscribers.append(Subscriber(
+                    index, name, pub, replay, topic,
+                    replay_timeout_ms=REPLAY_TIMEOUT_MS, replay_on_start=False,
+                ))
         except BaseException:
             for sub in subscribers:
                 sub.close()
@@ -341,8 +424,6 @@ class Router:
         if reason is None and not self.ready:
             reason = "index starting" if self.reason == "starting" else "routing off"
         if reason is None:
-            for sub in self.subscribers:
-                sub.poll(0)
             if not all(sub.complete for sub in self.subscribers):
                 reason = "index reset"
             elif len(client.lb_engines) != len(self.names) or len(client.core_engines) != len(self.names):
