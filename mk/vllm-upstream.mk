@@ -21,5 +21,15 @@ vllm-upstream-tests: setup ext
 	PY="$(abspath $(PY))" VLLM_UPSTREAM_SET="$(VLLM_UPSTREAM_SET)" \
 		bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
 
+# The same on the newest release beside .venv's (installed --no-deps in
+# build/releases/, mk/vllm-releases.mk): its own sdist tests, its own classes.
+VLLM_UPSTREAM_NEXT := 0.34.0
+
+.PHONY: vllm-upstream-tests-next
+vllm-upstream-tests-next: setup ext build/releases/$(VLLM_UPSTREAM_NEXT)/.stamp
+	PY="$(abspath $(PY))" VLLM_UPSTREAM_SET="$(VLLM_UPSTREAM_SET)" \
+		VLLM_UPSTREAM_VERSION=$(VLLM_UPSTREAM_NEXT) \
+		bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)
+
 vllm-upstream-clean:
 	rm -rf build/vllm-upstream

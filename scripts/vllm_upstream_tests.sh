@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM 0.33.0's own unit tests for the prefix cache, run twice on the CPU:
+# A vLLM release's own unit tests for the prefix cache, run twice on the CPU:
 # with our SWA lookup patched in (vllm_adapter.install(Mode.ON)) and without
 # it, then compared test by test (scripts/vllm_upstream/compare_runs.py).
 # Fails if a test that passes without the plugin does not pass with it, if
@@ -15,6 +15,10 @@
 #   VLLM_UPSTREAM_JOBS=1    run the two sessions one after the other
 #                           (default: side by side when there are 2+ cores)
 #   VLLM_UPSTREAM_TIMEOUT   seconds per pytest session (default 1200)
+#   VLLM_UPSTREAM_VERSION   the release whose sdist tests run (default 0.33.0,
+#                           .venv's); another one runs on that release's wheel
+#                           installed --no-deps in build/releases/<version>
+#                           (mk/vllm-releases.mk), put first on PYTHONPATH
 #
 # vLLM's tests are fetched at test time into build/vllm-upstream/ (git-ignored,
 # never committed) and reused by later runs; see fetch_sdist below.
@@ -23,12 +27,21 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
 case $PY in /*) ;; *) PY=$ROOT/$PY ;; esac
-VLLM_VERSION=0.33.0
+VLLM_VERSION=${VLLM_UPSTREAM_VERSION:-0.33.0}
 HERE=$ROOT/scripts/vllm_upstream
 WORK=$ROOT/build/vllm-upstream
 SRC=$WORK/vllm-$VLLM_VERSION   # tests/, pyproject.toml, PKG-INFO of the sdist
 SITE=$WORK/site-packages       # test-only imports (scripts/vllm_upstream/requirements.txt)
-OUT=$WORK/results
+OUT=$WORK/results-$VLLM_VERSION
+# The vLLM the tests import: .venv's own, or a release installed beside it.
+OVERLAY=""
+if [[ $VLLM_VERSION != "$("$PY" -c 'import importlib.metadata as m; print(m.version("vllm"))')" ]]; then
+    OVERLAY=$ROOT/build/releases/$VLLM_VERSION
+    if [[ ! -f $OVERLAY/.stamp ]]; then
+        echo "vllm-upstream: vLLM $VLLM_VERSION is not installed in ${OVERLAY#"$ROOT"/} (make $OVERLAY/.stamp)" >&2
+        exit 2
+    fi
+fi
 
 FULL_TESTS=(
     tests/v1/core
@@ -170,7 +183,7 @@ run_session() { # $1 = on|off
     local mode=$1 rc=0
     (
         cd "$SRC"
-        export PYTHONPATH=$HERE:$SITE \
+        export PYTHONPATH=${OVERLAY:+$OVERLAY:}$HERE:$SITE \
             VLLM_UPSTREAM_PLUGIN=$mode SWA_PREFIX_CACHE_MODE=$mode \
             VLLM_UPSTREAM_REPORT=$OUT/$mode.json \
             VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
@@ -187,7 +200,7 @@ run_session() { # $1 = on|off
 }
 
 # Compile those .opt-1.pyc files once, before the timed subprocess needs them.
-(cd "$SRC" && PYTHONPYCACHEPREFIX=$WORK/pycache PYTHONDONTWRITEBYTECODE= VLLM_TARGET_DEVICE=cpu \
+(cd "$SRC" && PYTHONPATH=$OVERLAY PYTHONPYCACHEPREFIX=$WORK/pycache PYTHONDONTWRITEBYTECODE= VLLM_TARGET_DEVICE=cpu \
     "$PY" -O -c 'import vllm.v1.core.kv_cache_planning, vllm.v1.kv_cache_interface') \
     >/dev/null 2>&1 || log "warning: could not pre-compile vLLM's bytecode for python -O"
 log "running ${#TESTS[@]} test path(s) with the plugin (on) and without (off): ${TESTS[*]}"
