@@ -191,17 +191,19 @@ proofs: lint-lean
 	else echo "proofs: Lean checking SKIPPED - no 'lake' on PATH (no Lean 4 toolchain can be installed on this machine); Lean/ was only linted"; fi
 
 # ---- benchmarks --------------------------------------------------------------
-bench: setup lib ext $(LIB_BENCH)
+bench: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_vllm.py
+	$(PY) benchmarks/bench_releases.py
 	$(PY) benchmarks/bench_offload.py
 	$(PY) benchmarks/bench_kv_index.py
 	$(PY) benchmarks/bench_interpreters.py
 	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
 
-bench-quick: setup lib ext $(LIB_BENCH)
+bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
+	$(TEST_ENV) $(PY) benchmarks/bench_releases.py --quick
 	$(PY) benchmarks/bench_offload.py --quick
 	$(PY) benchmarks/bench_kv_index.py --quick
 	$(PY) benchmarks/bench_interpreters.py --quick
@@ -321,10 +323,11 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 		$(E2E_PY) e2e/routing.py $(ROUTING_ARGS)'
 
 # ---- everything CI checks ----------------------------------------------------
-# vllm-upstream-tests runs before test: it fetches vLLM's sdist tests, which
+# vllm-upstream-tests (.venv's vLLM, then the newest release beside it) runs before
+# test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: setup verify-c vllm-upstream-tests test ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
+check: setup verify-c vllm-upstream-tests vllm-upstream-tests-next test ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 

@@ -22,11 +22,13 @@ answer is checked against vLLM's first.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import random
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
@@ -252,9 +254,44 @@ def _scheduler_model_dir() -> str:
     return config_only_model_dir(SCHED_MODEL_CONFIG, "bench-vllm-model-")
 
 
+# vLLM 0.34's CpuPlatform.check_and_update_config raises this on an x86 CPU
+# without triton-cpu (0.33 logged a warning there and went on).
+TRITON_GUARD = "requires Triton"
+
+
+@contextlib.contextmanager
+def _triton_guard_passed() -> Iterator[None]:
+    """Builds a VllmConfig past vLLM 0.34's x86 "requires Triton" guard.
+
+    The guard protects the model runner (its kernels); the scheduler runs no
+    model. ``check_and_update_config`` reads ``vllm.triton_utils.HAS_TRITON``
+    when it is called, and on x86 that guard is its only use of it (the
+    standalone runner choice is "not HAS_TRITON and not x86": False either
+    way), so reading True there changes nothing else in the config: the
+    scheduler gets the same config as on 0.33. Restored on exit."""
+    import vllm.triton_utils as triton_utils
+    from vllm.platforms import CpuArchEnum, current_platform
+
+    if current_platform.get_cpu_architecture() != CpuArchEnum.X86:
+        raise RuntimeError("the Triton guard is passed over only on x86 CPUs")
+    saved = triton_utils.HAS_TRITON
+    loaded = set(sys.modules)
+    triton_utils.HAS_TRITON = True
+    try:
+        yield
+    finally:
+        triton_utils.HAS_TRITON = saved
+    # A module first imported meanwhile would keep the True it copied.
+    kept = sorted(name for name in set(sys.modules) - loaded
+                  if getattr(sys.modules[name], "HAS_TRITON", None) is True)
+    if kept:
+        raise RuntimeError(f"modules imported while the Triton guard was passed over kept "
+                           f"HAS_TRITON=True: {kept}")
+
+
 def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budget: int,
-                   window: int, swa_groups: int) -> Any:
-    """vLLM's ``Scheduler`` built as vLLM's tests build one
+                   window: int, swa_groups: int) -> tuple[Any, bool]:
+    """(scheduler, guard passed): vLLM's ``Scheduler`` built as vLLM's tests build one
     (tests/v1/core/utils.py ``create_scheduler``: ModelConfig,
     SchedulerConfig, CacheConfig with prefix caching, VllmConfig,
     ``register_all_kvcache_specs``), with our hybrid KV-cache config (one
@@ -263,7 +300,10 @@ def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budg
 
     vLLM's configs depend on the platform resolved when vLLM is first
     imported: the process must set ``VLLM_TARGET_DEVICE=cpu`` (and
-    ``HF_HUB_OFFLINE=1``) before that, as bench_vllm.py does."""
+    ``HF_HUB_OFFLINE=1``) before that, as bench_vllm.py does. Where vLLM
+    (0.34+) refuses that config on an x86 CPU without Triton, it is built
+    again past that one guard (``_triton_guard_passed``) and the second
+    value is True."""
     import logging
 
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
@@ -276,20 +316,34 @@ def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budg
         raise RuntimeError(f"the scheduler step needs vLLM's CPU platform, this process resolved "
                            f"{type(current_platform).__name__}")
     logging.getLogger("vllm").setLevel(logging.ERROR)
-    model_config = ModelConfig(model=_scheduler_model_dir(), dtype="float16", seed=42,
-                               skip_tokenizer_init=True, max_model_len=max_model_len)
-    scheduler_config = SchedulerConfig(
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, max_model_len=max_model_len,
-        enable_chunked_prefill=True, is_encoder_decoder=False, watermark=0.0)
-    cache_config = CacheConfig(block_size=BS, gpu_memory_utilization=0.9, cache_dtype="auto",
-                               enable_prefix_caching=True)
-    vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
-                             cache_config=cache_config, parallel_config=ParallelConfig())
+
+    def build() -> tuple[Any, Any]:
+        model_config = ModelConfig(model=_scheduler_model_dir(), dtype="float16", seed=42,
+                                   skip_tokenizer_init=True, max_model_len=max_model_len)
+        scheduler_config = SchedulerConfig(
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, max_model_len=max_model_len,
+            enable_chunked_prefill=True, is_encoder_decoder=False, watermark=0.0)
+        cache_config = CacheConfig(block_size=BS, gpu_memory_utilization=0.9, cache_dtype="auto",
+                                   enable_prefix_caching=True)
+        vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
+                                 cache_config=cache_config, parallel_config=ParallelConfig())
+        return vllm_config, cache_config
+
+    guard_passed = False
+    try:
+        vllm_config, cache_config = build()
+    except RuntimeError as exc:
+        if TRITON_GUARD not in str(exc):
+            raise
+        with _triton_guard_passed():
+            vllm_config, cache_config = build()
+        guard_passed = True
     kv_cache_config = hybrid_kv_cache_config(num_blocks, window, swa_groups)
     cache_config.num_gpu_blocks = num_blocks
     register_all_kvcache_specs(vllm_config)
-    return Scheduler(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BS,
-                     log_stats=True, structured_output_manager=StructuredOutputManager(vllm_config))
+    scheduler = Scheduler(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BS,
+                          log_stats=True, structured_output_manager=StructuredOutputManager(vllm_config))
+    return scheduler, guard_passed
 
 
 def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: int, max_tokens: int,
@@ -336,8 +390,8 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
     planted = docs * (max_tokens // BS) + len(planted_swa) * swa_groups
     spare = 64 * n_requests * (1 + swa_groups) * 4  # never-cached blocks allocations come from
     num_blocks = 1 + spare + planted
-    scheduler = _make_scheduler(num_blocks, max_tokens + 2 * BS, n_requests, budget, window,
-                               swa_groups)
+    scheduler, guard_passed = _make_scheduler(num_blocks, max_tokens + 2 * BS, n_requests, budget,
+                                              window, swa_groups)
     manager = scheduler.kv_cache_manager
     pool = manager.block_pool
     # Plant at the END of the free queue, with the block's hash set as vLLM
@@ -460,6 +514,10 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
         **_batch_ratios(impls, med),
         "quartiles_ms": _quartiles_ms(samples),
         "rounds": rounds, "setup_s": setup_s,
+        # vLLM 0.34+ on an x86 CPU without triton-cpu: its VllmConfig was
+        # built past the model runner's Triton guard (_triton_guard_passed).
+        "triton_guard_passed": guard_passed,
+        "async_scheduling": bool(scheduler.scheduler_config.async_scheduling),
     }
     row["target"] = None  # no target: reported
     return row
