@@ -1,10 +1,17 @@
 """``make upstream-patch``: build the upstream patch and check it.
 
-1. upstream/make_patch.py writes ``build/upstream/vllm-0.33.0-swa-stride.patch``
-   from the installed vLLM 0.33.0 (refused for any other build).
-2. Two vLLM trees under build/upstream/: the installed ``vllm`` package
-   hard-linked (``cp -al``, nothing copied) plus vLLM's sdist ``tests/``
-   (fetched as ``make vllm-upstream-tests`` fetches them). In ``patched`` the
+The release is ``UPSTREAM_VLLM`` (default 0.33.0, the venv's): the venv's
+vLLM when it is that release, else the one installed ``--no-deps`` in
+``build/releases/<version>`` (mk/vllm-releases.mk), which then comes first on
+``PYTHONPATH`` in every step.
+
+1. upstream/make_patch.py writes ``build/upstream/vllm-<version>-swa-stride.patch``
+   from that release's files (refused for a release or a method it does not
+   know).
+2. Two vLLM trees under build/upstream/vllm-<version>/: the release's ``vllm``
+   package and its ``dist-info`` hard-linked (``cp -al``, nothing copied) plus
+   that release's sdist ``tests/`` (fetched as ``make vllm-upstream-tests``
+   fetches them). In ``patched`` the
    files the patch touches are first replaced by copies of their own (the
    venv is never written through a hard link), then the patch is applied
    with ``patch -p1``; the result must equal make_patch's patched module,
@@ -45,7 +52,10 @@ from known_failures import explain  # noqa: E402
 
 from upstream import make_patch  # noqa: E402
 
+VERSION = os.environ.get("UPSTREAM_VLLM", make_patch.VLLM_VERSION)
 OUT = ROOT / "build" / "upstream"
+# The trees, logs and reports of one release.
+WORK = OUT / f"vllm-{VERSION}"
 SWA = ROOT / "upstream" / "swa_stride"
 UPSTREAM_SCRIPT = ROOT / "scripts" / "vllm_upstream_tests.sh"
 PY = Path(os.environ.get("PY", ROOT / ".venv" / "bin" / "python"))
@@ -74,10 +84,41 @@ def bash_array(name: str) -> list[str]:
     return shlex.split(match.group(1))
 
 
+def release_site() -> Path | None:
+    """The folder holding the release's ``vllm`` package, or None for the
+    venv's own vLLM (when it is the release asked for)."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+", VERSION):
+        raise SystemExit(f"UPSTREAM_VLLM must be a release like 0.34.0, got {VERSION!r}")
+    if make_patch.installed_version() == VERSION:
+        return None
+    site = ROOT / "build" / "releases" / VERSION
+    if not (site / ".stamp").is_file():
+        raise SystemExit(f"vLLM {VERSION} is not installed in {site.relative_to(ROOT)} "
+                         f"(make {site.relative_to(ROOT)}/.stamp)")
+    if make_patch.installed_version(site) != VERSION:
+        raise SystemExit(f"{site.relative_to(ROOT)} holds vLLM "
+                         f"{make_patch.installed_version(site)}, not {VERSION}")
+    return site
+
+
+# Set by main(): release_site().
+SITE: Path | None = None
+
+
+def release_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the release's folder first on PYTHONPATH (when it is not
+    the venv's own vLLM), so vLLM's real classes of that release answer."""
+    if SITE is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(SITE), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def fetch_vllm_tests() -> tuple[Path, Path]:
     """(sdist root, test-only site-packages), as make vllm-upstream-tests has them."""
     out = subprocess.run(
-        ["bash", str(SWA / "fetch_vllm_tests.sh")], env={**os.environ, "PY": str(PY)},
+        ["bash", str(SWA / "fetch_vllm_tests.sh")],
+        env={**os.environ, "PY": str(PY), "VLLM_UPSTREAM_VERSION": VERSION},
         check=True, stdout=subprocess.PIPE, text=True,
     ).stdout.splitlines()
     for line in out[:-2]:
@@ -86,11 +127,16 @@ def fetch_vllm_tests() -> tuple[Path, Path]:
 
 
 def make_tree(name: str, vllm_pkg: Path, sdist: Path) -> Path:
-    """build/upstream/<name>: vLLM's package and sdist tests, hard-linked."""
-    tree = OUT / name
+    """build/upstream/vllm-<version>/<name>: vLLM's package, its dist-info
+    (so the tree reports its own version) and sdist tests, hard-linked."""
+    tree = WORK / name
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     subprocess.run(["cp", "-al", str(vllm_pkg), str(tree / "vllm")], check=True)
+    infos = list(vllm_pkg.parent.glob(f"vllm-{VERSION}.dist-info"))
+    if len(infos) != 1:
+        raise SystemExit(f"no single vllm-{VERSION}.dist-info beside {vllm_pkg}")
+    subprocess.run(["cp", "-al", str(infos[0]), str(tree / infos[0].name)], check=True)
     subprocess.run(["cp", "-al", str(sdist / "tests"), str(tree / "tests")], check=True)
     shutil.copyfile(sdist / "pyproject.toml", tree / "pyproject.toml")
     return tree
@@ -117,14 +163,14 @@ def written_through_links(tree: Path, since: float) -> list[Path]:
 
 def build_trees(sdist: Path) -> tuple[Path, Path, Path]:
     """(stock tree, patched tree, the patch). Applies the patch by ``patch``."""
-    stock_file = make_patch.installed_module_file()
+    stock_file = make_patch.installed_module_file(SITE)
     vllm_pkg = stock_file.parents[2]
     before = sha256(stock_file)
-    rc = make_patch.main(["--out", str(OUT)])
+    rc = make_patch.main(["--out", str(OUT)] + ([] if SITE is None else ["--vllm-site", str(SITE)]))
     if rc:
         raise SystemExit(rc)
-    patch_file = OUT / make_patch.PATCH_NAME
-    expected = (OUT / "single_type_kv_cache_manager.patched.py").read_text()
+    patch_file = OUT / make_patch.patch_name(VERSION)
+    expected = (OUT / make_patch.patched_module_name(VERSION)).read_text()
 
     stock = make_tree("stock", vllm_pkg, sdist)
     shutil.copyfile(make_patch.TEST_SOURCE, stock / make_patch.TEST_PATH)
@@ -145,7 +191,8 @@ def build_trees(sdist: Path) -> tuple[Path, Path, Path]:
     if sha256(stock_file) != before or make_patch.STOCK_TODO not in stock_file.read_text():
         raise SystemExit(f"{stock_file} changed: the venv was written through a link")
     say(f"patch -p1 applied {patch_file.relative_to(ROOT)} to {patched.relative_to(ROOT)} "
-        f"(hard-linked vLLM {make_patch.VLLM_VERSION}; the venv's file unchanged)")
+        f"(hard-linked vLLM {VERSION} from {vllm_pkg.parent.relative_to(ROOT)}; "
+        "its file unchanged)")
     return stock, patched, patch_file
 
 
@@ -153,14 +200,15 @@ def differential(patched: Path) -> bool:
     """(a): tests/test_upstream_patch.py on the applied file."""
     say(f"(a) differential harness: {LOOKUPS:,} random lookups + every small input, "
         "patched vs stock on the same BlockPool objects, and the broken bodies")
-    env = {**os.environ, "SWA_STRIDE_PATCHED_FILE": str(patched / make_patch.MODULE_PATH),
-           "SWA_STRIDE_LOOKUPS": str(LOOKUPS)}
+    env = release_env({**os.environ,
+                       "SWA_STRIDE_PATCHED_FILE": str(patched / make_patch.MODULE_PATH),
+                       "SWA_STRIDE_LOOKUPS": str(LOOKUPS)})
     proc = subprocess.run(
         [str(PY), "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-W",
          "ignore::DeprecationWarning", "tests/test_upstream_patch.py"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    (OUT / "differential.log").write_text(proc.stdout)
+    (WORK / "differential.log").write_text(proc.stdout)
     for line in proc.stdout.splitlines():
         if line.startswith(("upstream patch", "mutant", "cases checked")) or re.match(
             r"^=*\s*\d+ (passed|failed)", line
@@ -180,7 +228,7 @@ def session_env(tree: Path, kind: str, site: Path, hf_home: Path, cache: Path) -
         # not patch anyway (mode off; swa_stride_session checks it).
         VLLM_PLUGINS="", SWA_PREFIX_CACHE_MODE="off", VLLM_UPSTREAM_PLUGIN="off",
         SWA_STRIDE_SESSION=kind, SWA_STRIDE_TREE=str(tree),
-        SWA_STRIDE_REPORT=str(OUT / "results" / f"{kind}.json"),
+        SWA_STRIDE_REPORT=str(WORK / "results" / f"{kind}.json"),
         VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
         HF_HOME=str(hf_home), HF_HUB_DISABLE_TELEMETRY="1", VLLM_NO_USAGE_STATS="1",
         VLLM_CACHE_ROOT=str(cache / kind), PYTHONPYCACHEPREFIX=str(OUT / "pycache"),
@@ -206,10 +254,10 @@ def vllm_sessions(stock: Path, patched: Path, site: Path) -> bool:
         if (stock / path).exists():
             ignore.append(f"--ignore={path}")
             say(f"NOT RUN (as in make vllm-upstream-tests): {path}: {reason}")
-    results = OUT / "results"
+    results = WORK / "results"
     shutil.rmtree(results, ignore_errors=True)
     results.mkdir(parents=True)
-    say(f"(b) vLLM's own tests ({which} set: {' '.join(paths)}), plugin off, "
+    say(f"(b) vLLM {VERSION}'s own tests ({which} set: {' '.join(paths)}), plugin off, "
         "stock and patched side by side")
     with tempfile.TemporaryDirectory(prefix="upstream-patch-") as tmp:
         hf_home, cache = Path(tmp) / "hf", Path(tmp) / "cache"
@@ -259,6 +307,9 @@ def compare_sessions(results: Path) -> bool:
     print(f"    patched vLLM: {summary(patched)}; find_longest_cache_hit called "
           f"{reports['patched']['calls']} times")
     for kind, rep in reports.items():
+        if rep.get("triton_check_bypassed"):
+            print(f"    {kind}: vLLM's CPU platform refuses configs without Triton; the "
+                  "check was bypassed (upstream/swa_stride/swa_stride_session.py)")
         problems += [f"{kind}: {p}" for p in rep["problems"]]
         if rep["exitstatus"] not in (0, 1):
             problems.append(f"{kind}: pytest exit status {rep['exitstatus']}")
@@ -295,8 +346,11 @@ def compare_sessions(results: Path) -> bool:
             groups.setdefault(known or ("not explained", stock[t][1]), []).append(t)
         print(f"    failing on stock AND patched: {len(both)}, by cause "
               "(scripts/vllm_upstream/known_failures.py):")
-        for (name, _), tests in sorted(groups.items(), key=lambda g: -len(g[1])):
-            print(f"      [{len(tests)}] {name}")
+        for (name, message), tests in sorted(groups.items(), key=lambda g: -len(g[1])):
+            # An unexplained cause is named by its first error line.
+            first = message.strip().splitlines()[0][:160] if message.strip() else ""
+            shown = f"{name}: {first}" if name == "not explained" else name
+            print(f"      [{len(tests)}] {shown}")
     for t in regressions:
         problems.append(f"REGRESSION: passes on stock, {patched.get(t, ('missing',))[0]} "
                         f"patched: {t}")
@@ -316,8 +370,9 @@ def bench(patched: Path) -> bool:
     say("(c) bench cells: vLLM's stock method vs the patched one (pure Python, same process)")
     proc = subprocess.run(
         [str(PY), str(SWA / "bench.py"), str(patched / make_patch.MODULE_PATH),
-         "--json", str(OUT / "bench.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--json", str(WORK / "bench.json")],
+        cwd=ROOT, env=release_env(dict(os.environ)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
     )
     for line in proc.stdout.splitlines():
         print(f"    {line}")
@@ -325,8 +380,11 @@ def bench(patched: Path) -> bool:
 
 
 def main() -> int:
+    global SITE
     start = time.monotonic()
-    OUT.mkdir(parents=True, exist_ok=True)
+    SITE = release_site()
+    WORK.mkdir(parents=True, exist_ok=True)
+    say(f"vLLM {VERSION} from {make_patch.installed_module_file(SITE).parents[3]}")
     sdist, site = fetch_vllm_tests()
     since = time.time()
     stock, patched, _ = build_trees(sdist)
@@ -339,7 +397,7 @@ def main() -> int:
     steps["(c) bench"] = bench(patched)
     for name, ok in steps.items():
         say(f"{name}: {'PASS' if ok else 'FAIL'}")
-    say(f"took {time.monotonic() - start:.0f} s")
+    say(f"vLLM {VERSION}: took {time.monotonic() - start:.0f} s")
     return 0 if all(steps.values()) else 1
 
 

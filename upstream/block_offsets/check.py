@@ -1,8 +1,15 @@
 """``make upstream-events``: build the ``BlockStored.block_offsets`` patch for
-vLLM 0.33.0 and check it (docs/router-reports.md, "vLLM's side").
+a vLLM release and check it (docs/router-reports.md, "vLLM's side").
+
+The release is ``UPSTREAM_VLLM`` (default 0.33.0, the venv's); another one is
+read from ``build/releases/<version>`` (installed ``--no-deps`` by
+mk/vllm-releases.mk), whose vLLM then answers in every run, stock and
+patched, with that release's sdist tests. Each release has its own
+replacement file (``FIXES``): the same change on that release's definitions,
+refused unless they hash to its ``BASE``.
 
 1. ``kv_events_block_offsets.py`` (replacement definitions + the new vLLM
-   test file) is spliced into the installed vLLM by upstream/findings/check.py's
+   test file) is spliced into the release's vLLM by upstream/findings/check.py's
    ``build``: the diff ``build/upstream/block_offsets/kv_events_block_offsets.patch``
    (generated, never committed), proven to apply with ``patch -p1``, and a
    hard-linked copy of the installed ``vllm`` with the patched files unlinked
@@ -39,8 +46,16 @@ import check as findings  # noqa: E402  (upstream/findings/check.py)
 
 from upstream.check_patch import written_through_links  # noqa: E402
 
-FIX = "kv_events_block_offsets"
+# The replacement file (upstream/block_offsets/<fix>.py) per release.
+FIXES = {
+    "0.33.0": "kv_events_block_offsets",
+    "0.34.0": "kv_events_block_offsets_0_34_0",
+}
+VERSION = os.environ.get("UPSTREAM_VLLM", findings.VLLM_VERSION)
+VENV_VERSION = findings.VLLM_VERSION  # the release of the venv's own vLLM
 OUT = ROOT / "build" / "upstream" / "block_offsets"
+if VERSION != VENV_VERSION:
+    OUT = OUT / f"vllm-{VERSION}"
 NEW_TEST = "tests/v1/core/test_kv_events_block_offsets.py"
 # vLLM's tests of what the patch touches: the event types and their wire
 # format, the publisher, BlockPool's emission, and the consumers of
@@ -89,6 +104,23 @@ def counts(states: dict[str, str], only: str | None = None) -> str:
     return ", ".join(f"{picked.count(k)} {k}" for k in ("passed", "failed", "skipped") if picked.count(k))
 
 
+def use_release() -> Path:
+    """Point upstream/findings/check.py at release ``VERSION`` (its sdist tests
+    and version); the folder holding that release's ``vllm`` package."""
+    if VERSION not in FIXES:
+        raise SystemExit(f"no block_offsets replacement for vLLM {VERSION} "
+                         f"(known: {', '.join(FIXES)})")
+    if VERSION == VENV_VERSION:
+        return findings.site_packages()
+    site = ROOT / "build" / "releases" / VERSION
+    if not (site / ".stamp").is_file() or not (site / f"vllm-{VERSION}.dist-info").is_dir():
+        raise SystemExit(f"vLLM {VERSION} is not installed in {site.relative_to(ROOT)} "
+                         f"(make {site.relative_to(ROOT)}/.stamp)")
+    findings.VLLM_VERSION = VERSION
+    findings.SDIST = ROOT / "build" / "vllm-upstream" / f"vllm-{VERSION}"
+    return site
+
+
 def vllm_sessions(built: findings.Built, stock_site: Path) -> bool:
     paths = tuple(p for p in VLLM_TESTS if (built.tests_root / p).exists()) + (NEW_TEST,)
     missing = sorted(set(VLLM_TESTS) - set(paths))
@@ -101,7 +133,10 @@ def vllm_sessions(built: findings.Built, stock_site: Path) -> bool:
         runs = {
             kind: pool.submit(findings.run_vllm_tests, f"block-offsets-{kind}", site, paths, hf,
                               stock_site, built.tests_root, OUT)
-            for kind, site in (("stock", None), ("patched", built.site))
+            # The venv's vLLM is the stock one for its release; another
+            # release comes first on PYTHONPATH from its own folder.
+            for kind, site in (("stock", None if VERSION == VENV_VERSION else stock_site),
+                               ("patched", built.site))
         }
         (stock_run, stock), (patched_run, patched) = runs["stock"].result(), runs["patched"].result()
     new = findings._mod(NEW_TEST)
@@ -141,10 +176,16 @@ def kv_index_on_patched(built: findings.Built) -> bool:
 
 def main() -> int:
     start = time.monotonic()
-    stock_site = findings.site_packages()
+    stock_site = use_release()
+    where = stock_site.relative_to(ROOT) if stock_site.is_relative_to(ROOT) else stock_site
+    say(f"vLLM {VERSION} from {where}")
     findings.ensure_sdist()
     since = time.time()
-    built = findings.build(FIX, stock_site, fixes=HERE, out=OUT)
+    built = findings.build(FIXES[VERSION], stock_site, fixes=HERE, out=OUT)
+    # The patched copy reports its release's version too.
+    info = stock_site / f"vllm-{VERSION}.dist-info"
+    if info.is_dir() and not (built.site / info.name).exists():
+        subprocess.run(["cp", "-al", str(info), str(built.site / info.name)], check=True)
     say(f"{', '.join(built.fix.files)} -> {built.patch.relative_to(ROOT)} ({built.diff_lines} diff "
         f"lines, applies with patch -p1: {', '.join(built.files)}); hard-linked copy "
         f"{built.site.relative_to(ROOT)}, the venv's files unchanged")
@@ -155,7 +196,7 @@ def main() -> int:
         say(f"FAIL: {path} was written through a hard link (venv or sdist cache changed)")
     steps["no file written through a hard link"] = not touched
     failed = [name for name, ok in steps.items() if not ok]
-    say(f"{len(steps) - len(failed)} of {len(steps)} steps passed in "
+    say(f"vLLM {VERSION}: {len(steps) - len(failed)} of {len(steps)} steps passed in "
         f"{time.monotonic() - start:.0f} s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

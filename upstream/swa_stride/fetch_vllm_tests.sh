@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# vLLM 0.33.0's sdist tests and their test-only imports, fetched exactly as
+# A vLLM release's sdist tests (VLLM_UPSTREAM_VERSION, default 0.33.0) and
+# their test-only imports, fetched exactly as
 # `make vllm-upstream-tests` fetches them: the functions fetch_sdist and
 # install_test_deps and the paths they use are read from
 # scripts/vllm_upstream_tests.sh and run here, without its test sessions.
