@@ -68,19 +68,54 @@ class PoolMask(Sequence[bool]):
         return False
 
 
+def _read_block(mask: Any, key: bytes) -> Any | None:
+    """The block stored under ``key`` as vLLM <= 0.33's ``get_one_block``
+    answers it, or None for a miss: the map's value is the block itself;
+    anything else under the key (several blocks, an unexpected type) is
+    handed to vLLM's own ``get_one_block``, whose answer is tested as vLLM
+    tests it (``if not block``)."""
+    block = mask._read(key)
+    if block is None:
+        return None
+    if type(block) is not mask._block_type:
+        block = mask._hash_map.get_one_block(key)
+        if not block:
+            return None
+    return block
+
+
+def _read_block_by_id(mask: Any, key: bytes) -> Any | None:
+    """``_read_block`` for the id layout (vLLM 0.34): the map's ``_cache``
+    holds a block id and ``get_one_block`` answers ``_blocks[id]``, whatever
+    ``_dup_ids`` holds. An id that is not an int in ``[0, len(_blocks))``
+    (or a block of another type) is read by vLLM's own ``get_one_block``."""
+    block_id = mask._read(key)
+    if block_id is None:
+        return None
+    block = None
+    if type(block_id) is int and 0 <= block_id < len(mask._blocks):
+        block = mask._blocks[block_id]
+    if type(block) is not mask._block_type:
+        block = mask._hash_map.get_one_block(key)
+        if not block:
+            return None
+    return block
+
+
 class OneGroupMask(Sequence[bool]):
     """The mask of a one-group lookup on vLLM's own ``BlockPool``, read the
     way ``BlockPool.get_cached_block`` reads it, without its calls.
 
-    vLLM 0.33.0's probe for one group is ``get_one_block(hash + suffix)``
-    with ``suffix = group_id.to_bytes(4, "big")``: a dict read that answers
-    the one block stored under the key. Here that dict read is made inline.
-    Anything else under the key (several blocks, an unexpected type) is
-    handed to vLLM's own ``get_one_block``, and the truth test of its answer
-    is vLLM's (``if not block``). ``found[i]`` is the block itself.
+    vLLM's probe for one group is ``get_one_block(hash + suffix)`` with
+    ``suffix = group_id.to_bytes(4, "big")``: a dict read that answers the
+    one block stored under the key. Here that dict read is made inline
+    (``_block_of``, one per layout of the map). ``found[i]`` is the block
+    itself.
     """
 
     __slots__ = ("_n", "_hashes", "_suffix", "_read", "_hash_map", "_block_type", "found")
+
+    _block_of = _read_block
 
     def __init__(
         self, n: int, hashes: Any, suffix: bytes, hash_map: Any, block_type: type
@@ -97,14 +132,9 @@ class OneGroupMask(Sequence[bool]):
         return self._n
 
     def __getitem__(self, i: int) -> bool:  # type: ignore[override]
-        key = self._hashes[i] + self._suffix
-        block = self._read(key)
+        block = self._block_of(self._hashes[i] + self._suffix)
         if block is None:
             return False
-        if type(block) is not self._block_type:
-            block = self._hash_map.get_one_block(key)
-            if not block:
-                return False
         self.found[i] = block
         return True
 
@@ -115,6 +145,8 @@ class GroupsMask(Sequence[bool]):
     ``found[i]`` is the list of blocks, one per group, as vLLM builds it."""
 
     __slots__ = ("_n", "_hashes", "_suffixes", "_read", "_hash_map", "_block_type", "found")
+
+    _block_of = _read_block
 
     def __init__(
         self, n: int, hashes: Any, suffixes: list[bytes], hash_map: Any, block_type: type
@@ -134,26 +166,20 @@ class GroupsMask(Sequence[bool]):
         block_hash = self._hashes[i]
         blocks = []
         for suffix in self._suffixes:
-            key = block_hash + suffix
-            block = self._read(key)
+            block = self._block_of(block_hash + suffix)
             if block is None:
                 return False
-            if type(block) is not self._block_type:
-                block = self._hash_map.get_one_block(key)
-                if not block:
-                    return False
             blocks.append(block)
         self.found[i] = blocks
         return True
 
 
 class OneGroupIdMask(OneGroupMask):
-    """``OneGroupMask`` for the id layout (vLLM 0.34): the map's ``_cache``
-    holds a block id and ``get_one_block`` answers ``_blocks[id]``, whatever
-    ``_dup_ids`` holds. An id that is not an int in ``[0, len(_blocks))``
-    (or a block of another type) is read by vLLM's own ``get_one_block``."""
+    """``OneGroupMask`` on the id layout of the map (``_read_block_by_id``)."""
 
     __slots__ = ("_blocks",)
+
+    _block_of = _read_block_by_id
 
     def __init__(
         self, n: int, hashes: Any, suffix: bytes, hash_map: Any, block_type: type
@@ -161,51 +187,19 @@ class OneGroupIdMask(OneGroupMask):
         super().__init__(n, hashes, suffix, hash_map, block_type)
         self._blocks = hash_map._blocks
 
-    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
-        key = self._hashes[i] + self._suffix
-        block_id = self._read(key)
-        if block_id is None:
-            return False
-        block = None
-        if type(block_id) is int and 0 <= block_id < len(self._blocks):
-            block = self._blocks[block_id]
-        if type(block) is not self._block_type:
-            block = self._hash_map.get_one_block(key)
-            if not block:
-                return False
-        self.found[i] = block
-        return True
-
 
 class GroupsIdMask(GroupsMask):
-    """``GroupsMask`` for the id layout (``OneGroupIdMask``)."""
+    """``GroupsMask`` on the id layout of the map (``_read_block_by_id``)."""
 
     __slots__ = ("_blocks",)
+
+    _block_of = _read_block_by_id
 
     def __init__(
         self, n: int, hashes: Any, suffixes: list[bytes], hash_map: Any, block_type: type
     ) -> None:
         super().__init__(n, hashes, suffixes, hash_map, block_type)
         self._blocks = hash_map._blocks
-
-    def __getitem__(self, i: int) -> bool:  # type: ignore[override]
-        block_hash = self._hashes[i]
-        blocks = []
-        for suffix in self._suffixes:
-            key = block_hash + suffix
-            block_id = self._read(key)
-            if block_id is None:
-                return False
-            block = None
-            if type(block_id) is int and 0 <= block_id < len(self._blocks):
-                block = self._blocks[block_id]
-            if type(block) is not self._block_type:
-                block = self._hash_map.get_one_block(key)
-                if not block:
-                    return False
-            blocks.append(block)
-        self.found[i] = blocks
-        return True
 
 
 # The pool-read layouts (fingerprint.SEMANTICS of the pool_read binding):
