@@ -22,13 +22,13 @@ answer is checked against vLLM's first.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
@@ -45,6 +45,13 @@ from benchmarks.side_by_side import (
     time_interleaved,
 )
 from vllm_support import count_get_cached_block, count_native
+
+# scripts/vllm_upstream/triton_guard.py: the one pass over vLLM 0.34's x86
+# "requires Triton" config guard (vLLM's own test sessions use it too).
+_TRITON_GUARD_DIR = str(Path(__file__).resolve().parents[1] / "scripts" / "vllm_upstream")
+if _TRITON_GUARD_DIR not in sys.path:
+    sys.path.append(_TRITON_GUARD_DIR)
+import triton_guard  # noqa: E402
 
 SCHED_SPEEDUP = 15.0  # target: get_computed_blocks on the hybrid batch, ours vs vLLM
 
@@ -254,41 +261,6 @@ def _scheduler_model_dir() -> str:
     return config_only_model_dir(SCHED_MODEL_CONFIG, "bench-vllm-model-")
 
 
-# vLLM 0.34's CpuPlatform.check_and_update_config raises this on an x86 CPU
-# without triton-cpu (0.33 logged a warning there and went on).
-TRITON_GUARD = "requires Triton"
-
-
-@contextlib.contextmanager
-def _triton_guard_passed() -> Iterator[None]:
-    """Builds a VllmConfig past vLLM 0.34's x86 "requires Triton" guard.
-
-    The guard protects the model runner (its kernels); the scheduler runs no
-    model. ``check_and_update_config`` reads ``vllm.triton_utils.HAS_TRITON``
-    when it is called, and on x86 that guard is its only use of it (the
-    standalone runner choice is "not HAS_TRITON and not x86": False either
-    way), so reading True there changes nothing else in the config: the
-    scheduler gets the same config as on 0.33. Restored on exit."""
-    import vllm.triton_utils as triton_utils
-    from vllm.platforms import CpuArchEnum, current_platform
-
-    if current_platform.get_cpu_architecture() != CpuArchEnum.X86:
-        raise RuntimeError("the Triton guard is passed over only on x86 CPUs")
-    saved = triton_utils.HAS_TRITON
-    loaded = set(sys.modules)
-    triton_utils.HAS_TRITON = True
-    try:
-        yield
-    finally:
-        triton_utils.HAS_TRITON = saved
-    # A module first imported meanwhile would keep the True it copied.
-    kept = sorted(name for name in set(sys.modules) - loaded
-                  if getattr(sys.modules[name], "HAS_TRITON", None) is True)
-    if kept:
-        raise RuntimeError(f"modules imported while the Triton guard was passed over kept "
-                           f"HAS_TRITON=True: {kept}")
-
-
 def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budget: int,
                    window: int, swa_groups: int) -> tuple[Any, bool]:
     """(scheduler, guard passed): vLLM's ``Scheduler`` built as vLLM's tests build one
@@ -302,8 +274,10 @@ def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budg
     imported: the process must set ``VLLM_TARGET_DEVICE=cpu`` (and
     ``HF_HUB_OFFLINE=1``) before that, as bench_vllm.py does. Where vLLM
     (0.34+) refuses that config on an x86 CPU without Triton, it is built
-    again past that one guard (``_triton_guard_passed``) and the second
-    value is True."""
+    again past that one guard (``triton_guard.triton_guard_passed``,
+    scripts/vllm_upstream/triton_guard.py: the guard protects the model
+    runner's kernels and the scheduler runs no model, so the config is the
+    one 0.33 built) and the second value is True."""
     import logging
 
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
@@ -333,11 +307,12 @@ def _make_scheduler(num_blocks: int, max_model_len: int, max_num_seqs: int, budg
     try:
         vllm_config, cache_config = build()
     except RuntimeError as exc:
-        if TRITON_GUARD not in str(exc):
+        if triton_guard.TRITON_REFUSAL not in str(exc):
             raise
-        with _triton_guard_passed():
+        with triton_guard.triton_guard_passed() as guard_passed:
+            if not guard_passed:
+                raise
             vllm_config, cache_config = build()
-        guard_passed = True
     kv_cache_config = hybrid_kv_cache_config(num_blocks, window, swa_groups)
     cache_config.num_gpu_blocks = num_blocks
     register_all_kvcache_specs(vllm_config)
@@ -515,7 +490,7 @@ def scheduler_step_bench(impls: Impls, n_requests: int, docs: int, min_tokens: i
         "quartiles_ms": _quartiles_ms(samples),
         "rounds": rounds, "setup_s": setup_s,
         # vLLM 0.34+ on an x86 CPU without triton-cpu: its VllmConfig was
-        # built past the model runner's Triton guard (_triton_guard_passed).
+        # built past the model runner's Triton guard (triton_guard.py).
         "triton_guard_passed": guard_passed,
         "async_scheduling": bool(scheduler.scheduler_config.async_scheduling),
     }

@@ -71,16 +71,26 @@ log() { printf '%s\n' "vllm-upstream: $*"; }
 # setuptools-rust, CMake and CUDA-era packages), so nothing reaches -d. With
 # --no-build-isolation (no build env to install) and --no-clean, the unpacked
 # tree stays under TMPDIR, which points at a scratch folder here. If some pip
-# ever does save the tarball to -d, that is unpacked instead. Only tests/,
-# pyproject.toml (pytest's markers) and PKG-INFO are kept: the sdist's vllm/
-# source must not shadow the installed vLLM.
+# ever does save the tarball to -d, that is unpacked instead. Only KEPT is
+# kept (tests/, pyproject.toml for pytest's markers, PKG-INFO, and the data
+# files tests read from outside tests/): the sdist's vllm/ source must not
+# shadow the installed vLLM. A cached copy made with another KEPT is fetched
+# again; the old copy stays until the new one is complete.
+KEPT=(
+    tests
+    pyproject.toml
+    PKG-INFO
+    # 0.34.0's tests/v1/core/test_prompt_block_hash_vectors.py: the Rust
+    # frontend's prompt block hashes, which the engine's must equal
+    rust/src/engine-core-client/src/tests/prompt_block_hash_vectors.json
+)
 fetch_sdist() {
-    if [[ -f $SRC/.complete ]]; then
+    if [[ -f $SRC/.complete && $(cat "$SRC/.complete") == "${KEPT[*]}" ]]; then
         log "vLLM $VLLM_VERSION sdist tests: reusing the cached copy in ${SRC#"$ROOT"/} (no download)"
         return
     fi
     mkdir -p "$WORK"
-    rm -rf "$SRC" "$SRC.partial"
+    rm -rf "$SRC.partial"
     local scratch tree="" pkg
     scratch=$(mktemp -d "$WORK/fetch.XXXXXX")
     mkdir -p "$scratch/tmp" "$scratch/dl"
@@ -110,10 +120,15 @@ fetch_sdist() {
         exit 1
     fi
     mkdir -p "$SRC.partial"
-    cp -r "$tree/tests" "$tree/pyproject.toml" "$tree/PKG-INFO" "$SRC.partial/"
+    for pkg in "${KEPT[@]}"; do
+        if [[ -e $tree/$pkg ]]; then
+            (cd "$tree" && cp -r --parents "$pkg" "$SRC.partial/")
+        fi
+    done
     rm -rf "$scratch"
+    echo "${KEPT[*]}" >"$SRC.partial/.complete"
+    rm -rf "$SRC"
     mv "$SRC.partial" "$SRC"
-    touch "$SRC/.complete"
     log "vLLM $VLLM_VERSION sdist tests cached in ${SRC#"$ROOT"/}"
 }
 

@@ -308,8 +308,8 @@ def compare_sessions(results: Path) -> bool:
           f"{reports['patched']['calls']} times")
     for kind, rep in reports.items():
         if rep.get("triton_check_bypassed"):
-            print(f"    {kind}: vLLM's CPU platform refuses configs without Triton; the "
-                  "check was bypassed (upstream/swa_stride/swa_stride_session.py)")
+            print(f"    {kind}: vLLM's CPU platform refuses configs without Triton; that "
+                  "check was passed over (scripts/vllm_upstream/triton_guard.py)")
         problems += [f"{kind}: {p}" for p in rep["problems"]]
         if rep["exitstatus"] not in (0, 1):
             problems.append(f"{kind}: pytest exit status {rep['exitstatus']}")

@@ -13,6 +13,8 @@ Exit status 0 only when
   called at least once in all (the sum of the call counters the plugin read
   from ``vllm_adapter.status()``, each printed); the "without" run had it
   not installed and no calls;
+* vLLM's "requires Triton" config guard was passed over in both runs or
+  in neither (triton_guard.py);
 * no test that passed without the plugin fails, errors, is skipped or is
   missing with it, and no test passes only with it (a provably identical
   lookup cannot fix a test: that would mean the runs differ in something
@@ -111,6 +113,18 @@ def main(argv: list[str]) -> int:
     for counter, n in sorted((rep_on.get("calls_by_counter") or {}).items()):
         print(f"    vllm_adapter.status() {counter}: {n} with plugin, "
               f"{(rep_off.get('calls_by_counter') or {}).get(counter, 0)} without")
+
+    guard = {label: bool(rep.get("triton_guard_passed_over"))
+             for label, rep in (("with plugin", rep_on), ("without plugin", rep_off))}
+    if any(guard.values()):
+        print(
+            "vLLM's CPU platform refuses configs on x86 without Triton; that guard was "
+            f"passed over in both runs (triton_guard.py): "
+            f"{rep_on.get('triton_guard_configs')} config checks with plugin, "
+            f"{rep_off.get('triton_guard_configs')} without"
+        )
+    if guard["with plugin"] != guard["without plugin"]:
+        problems.append(f"the Triton guard was passed over in one run only: {guard}")
 
     for label, rep in (("with plugin", rep_on), ("without plugin", rep_off)):
         if rep.get("exitstatus") not in (0, 1):

@@ -1,5 +1,5 @@
-"""pytest plugin for running vLLM 0.33.0's own unit tests on a CPU machine,
-with or without our SWA prefix-cache lookup patched in.
+"""pytest plugin for running a vLLM release's own unit tests on a CPU
+machine, with or without our SWA prefix-cache lookup patched in.
 
 Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
 (that script puts this folder on ``PYTHONPATH``). It
@@ -17,8 +17,14 @@ Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
   ``ModelConfig`` built (about 2 s per offloading-connector test) before
   returning ``None`` anyway. Same answer, no sleep. Set
   ``VLLM_UPSTREAM_KEEP_HF_RETRY=1`` to leave it alone;
+* in both runs alike (plugin on and off, so the comparison stays fair),
+  passes over vLLM 0.34+'s x86 "requires Triton" config guard
+  (triton_guard.pass_over_triton_guard(): only on x86 without Triton, only
+  where that refusal is in vLLM's source, so 0.33.0 runs untouched); said in
+  the summary line and the report;
 * at session end, writes what happened (mode, installed, backend, the
-  calls of the patched lookups during the session) as JSON to
+  calls of the patched lookups during the session, whether the Triton guard
+  was passed over and for how many config checks) as JSON to
   ``$VLLM_UPSTREAM_REPORT``, so the driver can refuse a run in which no
   patched method ran. The calls are read generically from
   ``vllm_adapter.status()``: every integer counter named ``calls`` (or
@@ -33,6 +39,7 @@ import json
 import os
 
 import pytest
+import triton_guard
 
 MODE_VAR = "VLLM_UPSTREAM_PLUGIN"
 REPORT_VAR = "VLLM_UPSTREAM_REPORT"
@@ -81,6 +88,7 @@ def _want_installed() -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     _want_installed()  # reject a bad VLLM_UPSTREAM_PLUGIN before collection
+    triton_guard.pass_over_triton_guard()
     if os.environ.get("HF_HUB_OFFLINE") == "1" and not os.environ.get(
         "VLLM_UPSTREAM_KEEP_HF_RETRY"
     ):
@@ -130,6 +138,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "reason": status["reason"],
         "calls": sum(calls.values()),
         "calls_by_counter": calls,
+        "triton_guard_passed_over": triton_guard.is_passed_over(),
+        "triton_guard_configs": triton_guard.configs_passed(),
         "exitstatus": int(exitstatus),
     }
     path = os.environ.get(REPORT_VAR)
@@ -149,3 +159,9 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         f"patched-method calls={sum(calls.values())} "
         f"({', '.join(f'{k}={v}' for k, v in calls.items()) or 'no counters'})"
     )
+    if triton_guard.is_passed_over():
+        terminalreporter.write_line(
+            f"vllm_upstream_plugin: vLLM's CPU platform refuses configs without Triton "
+            f"({triton_guard.TRITON_REFUSAL!r}); passed over for "
+            f"{triton_guard.configs_passed()} config checks (triton_guard.py)"
+        )

@@ -17,9 +17,9 @@ that answers is the one under test, not the project's plugin:
   on an x86 CPU without Triton (triton-cpu), which fails every test that
   builds one, scheduler tests included, before vLLM's code under test runs.
   Where that refusal is in vLLM's source and Triton is absent, the check
-  reads ``HAS_TRITON`` as true; no Triton kernel is run by these tests (one
-  that tried would fail on import, in both sessions alike). Said in the
-  summary and the report.
+  is passed over (scripts/vllm_upstream/triton_guard.py: ``HAS_TRITON``
+  reads true for ``check_and_update_config`` alone); no Triton kernel is
+  run by these tests. Said in the summary and the report.
 """
 
 from __future__ import annotations
@@ -32,30 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import triton_guard
 
 STOCK_TODO = "# TODO: reduce i by sliding_window_contiguous_blocks when cache miss"
 PATCHED_MARK = "known_cached_start"
 
 _state: dict[str, Any] = {"calls": 0, "problems": [], "triton_check_bypassed": False}
-TRITON_REFUSAL = "vLLM on x86 CPUs requires Triton (triton-cpu)."
-
-
-def _bypass_cpu_triton_check() -> bool:
-    """Let vLLM's CPU platform build configs without Triton (see above);
-    True when the refusal was there and is now bypassed."""
-    import inspect
-
-    import vllm.triton_utils as triton_utils
-    from vllm.platforms.cpu import CpuPlatform
-
-    if triton_utils.HAS_TRITON:
-        return False
-    if TRITON_REFUSAL not in inspect.getsource(CpuPlatform.check_and_update_config):
-        return False
-    # check_and_update_config imports HAS_TRITON from vllm.triton_utils at
-    # call time; vllm.triton_utils has already decided not to import triton.
-    triton_utils.HAS_TRITON = True
-    return True
 
 
 def _expected() -> tuple[str, Path]:
@@ -99,7 +81,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     problems = _check("session start")
     if problems:
         raise pytest.UsageError("; ".join(problems))
-    _state["triton_check_bypassed"] = _bypass_cpu_triton_check()
+    _state["triton_check_bypassed"] = triton_guard.pass_over_triton_guard()
     func = SlidingWindowManager.__dict__["find_longest_cache_hit"].__func__
 
     @functools.wraps(func)
@@ -133,5 +115,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     )
     if _state["triton_check_bypassed"]:
         terminalreporter.write_line(
-            f"swa_stride_session: CPU platform's {TRITON_REFUSAL!r} check bypassed"
+            f"swa_stride_session: CPU platform's {triton_guard.TRITON_REFUSAL!r} check bypassed"
         )
