@@ -75,7 +75,7 @@ def run_child(python: Path, quick: bool, seed: int) -> dict:
     cmd = [str(python), str(Path(__file__).resolve()), "--child", "--seed", str(seed)]
     if quick:
         cmd.append("--quick")
-    env = dict(os.environ, PREFIX_CACHE_REQUIRE_NATIVE="1")
+    env = dict(os.environ, SWA_PREFIX_CACHE_STRICT_NATIVE="1")
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]

@@ -15,7 +15,7 @@ interleaved (medians):
   the per-group key sets in C; the masks and the proved joint_lookup of
   extracted_c/joint.c), or, when the extension is not built, the
   pure-Python reference (kv_index/hashing.py and pyspec). The output says
-  which core answered; ``PREFIX_CACHE_REQUIRE_NATIVE=1`` makes a missing
+  which core answered; ``SWA_PREFIX_CACHE_STRICT_NATIVE=1`` makes a missing
   extension an error.
 
 Both answer the same eight hits (checked first). Also timed: ingestion,

@@ -28,7 +28,7 @@ The release in .venv runs as is; another runs from its ``--no-deps``
 install in build/releases/<version> (``make build/releases/<version>/.stamp``)
 put first on PYTHONPATH. Writes a JSON receipt under benchmarks/results/.
 ``--quick``: tiny sizes, one round, so ``make bench-quick`` keeps every path
-working; its timings mean nothing. With ``PREFIX_CACHE_REQUIRE_NATIVE=1``
+working; its timings mean nothing. With ``SWA_PREFIX_CACHE_STRICT_NATIVE=1``
 a worker fails unless ours runs on the native core.
 """
 
@@ -137,8 +137,8 @@ class Worker:
         self.bs = BS
         self.version = vllm.__version__
         impls = capture_impls()
-        if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1" and impls.backend != "native":
-            raise SystemExit(f"PREFIX_CACHE_REQUIRE_NATIVE=1 but ours runs on the {impls.backend} "
+        if os.environ.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1" and impls.backend != "native":
+            raise SystemExit(f"SWA_PREFIX_CACHE_STRICT_NATIVE=1 but ours runs on the {impls.backend} "
                              f"core on vLLM {self.version}: {impls.native_error or impls.other_error}")
         self.impls = replace(impls, table={k: impls.table[k] for k in ("vllm", "ours")},
                              other=None, other_error="not measured here")

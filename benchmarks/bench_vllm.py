@@ -34,7 +34,7 @@ benchmarks/results/, and a full run copies the PNG to
 docs/img/bench-scaling.png (the README embeds it). ``--quick`` runs tiny
 sizes so ``make check`` keeps every path of this script working; its
 timings mean nothing and nothing is asserted on them (answers are still
-checked). With ``PREFIX_CACHE_REQUIRE_NATIVE=1`` the run fails unless the
+checked). With ``SWA_PREFIX_CACHE_STRICT_NATIVE=1`` the run fails unless the
 native core is measured in one of the two columns.
 """
 
@@ -178,8 +178,8 @@ def main() -> int:
               "measuring the python core as ours")
     if impls.other is None:
         print(f"no other column: {impls.other_error}")
-    if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1" and "native" not in (impls.backend, impls.other):
-        print("PREFIX_CACHE_REQUIRE_NATIVE=1 but the native core is measured in neither column "
+    if os.environ.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1" and "native" not in (impls.backend, impls.other):
+        print("SWA_PREFIX_CACHE_STRICT_NATIVE=1 but the native core is measured in neither column "
               f"({impls.other_error or 'extension unavailable'})")
         return 1
     measured = measure(sizes, impls, args.quick, rng)

@@ -71,7 +71,8 @@ def child(model_dir: str, mode: str, rounds: int) -> dict[str, Any]:
 def measure(model_dir: Path, mode: str, rounds: int = 4, timeout_s: float = 300.0) -> dict[str, Any]:
     """Run one child; return its counters (raises RuntimeError on failure)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "SWA_PREFIX_CACHE_CORE", "PREFIX_CACHE_HOTPATH")}
+           if k not in ("PYTHONPATH", "SWA_PREFIX_CACHE_CORE", "SWA_PREFIX_CACHE_HOTPATH",
+                        "PREFIX_CACHE_HOTPATH")}
     with tempfile.TemporaryDirectory() as stats_dir:
         env.update({
             "VLLM_ENABLE_V1_MULTIPROCESSING": "0",

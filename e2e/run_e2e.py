@@ -248,7 +248,8 @@ def start_server(model_dir: Path, run: Run, work_dir: Path, startup_timeout_s: f
     # The server must import the installed package, never the work tree.
     env.pop("PYTHONPATH", None)
     env.pop("SWA_PREFIX_CACHE_CORE", None)
-    env.pop("PREFIX_CACHE_HOTPATH", None)
+    env.pop("SWA_PREFIX_CACHE_HOTPATH", None)
+    env.pop("PREFIX_CACHE_HOTPATH", None)  # its former name
     if run.core:
         env["SWA_PREFIX_CACHE_CORE"] = run.core
     env.update({

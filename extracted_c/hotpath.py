@@ -2,9 +2,9 @@
 (built by ``pip install`` through setup.py; glue: hotpath_module.c, search:
 the proved prefix_cache.c in its probe instance).
 
-``$PREFIX_CACHE_HOTPATH``, if set, names the extension file to load instead
-(the ASan + UBSan build uses this, as ``$PREFIX_CACHE_LIB`` does for the
-cffi library).
+``$SWA_PREFIX_CACHE_HOTPATH``, if set, names the extension file to load
+instead (the ASan + UBSan build uses this, as ``$SWA_PREFIX_CACHE_LIB`` does
+for the cffi library).
 """
 
 import importlib
@@ -15,7 +15,7 @@ import sys
 import sysconfig
 from types import ModuleType
 
-HOTPATH_ENV = "PREFIX_CACHE_HOTPATH"
+HOTPATH_ENV = "SWA_PREFIX_CACHE_HOTPATH"
 # setup.py's switch: unset or "required" (a failed build fails the install),
 # "optional" (install without the extension, saying so).
 NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
@@ -50,7 +50,11 @@ def load() -> ModuleType:
         reason = unsupported_reason()
         if reason is not None:
             raise HotPathUnavailable(f"{MODULE} is not used: {reason}")
-        path = os.environ.get(HOTPATH_ENV)
+        # Imported here: setup.py loads this file by path, before pyspec is
+        # importable, for unsupported_reason() alone.
+        from pyspec import settings
+
+        path = settings.get(HOTPATH_ENV)
         try:
             if path:
                 spec = importlib.util.spec_from_file_location(MODULE, path)

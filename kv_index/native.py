@@ -6,9 +6,9 @@ extracted_c/joint.c and prefix_cache.c, compiled unchanged).
 When it is not built (``SWA_PREFIX_CACHE_NATIVE=optional`` without a C
 compiler, free-threaded CPython), ``KVIndex`` scores with the pure-Python
 reference (pyspec: same answers, slower) and says so once in the log.
-``$PREFIX_CACHE_KVNATIVE``, if set, names the extension file to load
+``$SWA_PREFIX_CACHE_KVNATIVE``, if set, names the extension file to load
 instead (the ASan + UBSan build, a test's mutant);
-``PREFIX_CACHE_REQUIRE_NATIVE=1`` turns a missing extension into an error.
+``SWA_PREFIX_CACHE_STRICT_NATIVE=1`` turns a missing extension into an error.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import os
 from types import ModuleType
+
+from pyspec import settings
 
 logger = logging.getLogger("kv_index")
 
 MODULE = "kv_index._kvnative"
-PATH_ENV = "PREFIX_CACHE_KVNATIVE"
-REQUIRE_ENV = "PREFIX_CACHE_REQUIRE_NATIVE"
+PATH_ENV = "SWA_PREFIX_CACHE_KVNATIVE"
+REQUIRE_ENV = "SWA_PREFIX_CACHE_STRICT_NATIVE"
 
 _module: ModuleType | None = None
 _why: str | None = None
@@ -34,7 +35,7 @@ class NativeUnavailable(ImportError):
 
 
 def _import() -> ModuleType:
-    path = os.environ.get(PATH_ENV)
+    path = settings.get(PATH_ENV)
     if not path:
         return importlib.import_module(MODULE)
     spec = importlib.util.spec_from_file_location(MODULE, path)
@@ -47,16 +48,16 @@ def _import() -> ModuleType:
 
 def load() -> ModuleType | None:
     """The extension, loaded once; None when it cannot be (logged once),
-    or NativeUnavailable when ``PREFIX_CACHE_REQUIRE_NATIVE=1``."""
+    or NativeUnavailable when ``SWA_PREFIX_CACHE_STRICT_NATIVE=1``."""
     global _module, _why
     if _module is None and _why is None:
         try:
             _module = _import()
         except ImportError as exc:
-            _why = f"{os.environ.get(PATH_ENV) or MODULE} cannot be loaded ({exc})"
+            _why = f"{settings.get(PATH_ENV) or MODULE} cannot be loaded ({exc})"
             logger.warning("kv_index: the native core %s; scoring with the pure-Python "
                            "reference (pyspec: same answers, slower)", _why)
-    if _module is None and os.environ.get(REQUIRE_ENV) == "1":
+    if _module is None and settings.get(REQUIRE_ENV) == "1":
         raise NativeUnavailable(f"kv_index: the native core {_why} ({REQUIRE_ENV}=1)")
     return _module
 

@@ -10,6 +10,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 import pytest
 
 from extracted_c import native
+from pyspec import settings as swa_settings
 
 # Counts of cases each suite ran, printed at the end so a run that checked
 # nothing cannot pass unnoticed.
@@ -17,12 +18,13 @@ CASE_COUNTS: Counter[str] = Counter()
 
 
 def require_native() -> None:
-    """Skip (or, under ``make check``, fail) when the C library is absent."""
+    """Skip (or, under ``make check``: SWA_PREFIX_CACHE_STRICT_NATIVE=1, fail)
+    when the C library is absent."""
     if native.is_available():
         return
     message = f"native library unavailable at {native.library_path()}"
-    if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1":
-        pytest.fail(message + " (PREFIX_CACHE_REQUIRE_NATIVE=1)")
+    if swa_settings.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1":
+        pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
     pytest.skip(message + "; run `make lib`")
 
 
@@ -40,8 +42,8 @@ def require_hotpath() -> None:
         hotpath.load()
     except hotpath.HotPathUnavailable as exc:
         message = str(exc)
-        if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1":
-            pytest.fail(message + " (PREFIX_CACHE_REQUIRE_NATIVE=1)")
+        if swa_settings.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1":
+            pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
         pytest.skip(message)
 
 

@@ -14,7 +14,7 @@ proved, against vLLM's own method on vLLM's real BlockPool.
   answers what vLLM answers), never crashes.
 
 ``make ffi-test-asan`` runs this file under ASan + UBSan with the
-instrumented build (``$PREFIX_CACHE_HOTPATH``) and smaller case counts
+instrumented build (``$SWA_PREFIX_CACHE_HOTPATH``) and smaller case counts
 (``$PREFIX_CACHE_GLUE_QUICK``).
 """
 
@@ -82,7 +82,7 @@ def _install() -> Callable[..., Any]:
 
 
 def test_the_requested_extension_is_loaded() -> None:
-    """With ``$PREFIX_CACHE_HOTPATH`` (the sanitizer build) the module the
+    """With ``$SWA_PREFIX_CACHE_HOTPATH`` (the sanitizer build) the module the
     adapter runs is that file, so the ASan run exercises the instrumented
     glue; without it, the in-place build next to hotpath.py."""
     module = hotpath.load()

@@ -8,7 +8,7 @@ probe prompts ``index.score`` must equal the manager's own
 
 The index scores with its production core, the native one
 (kv_index._kvnative: C chain, C key sets, the proved joint.c) when it is
-built (required under ``PREFIX_CACHE_REQUIRE_NATIVE=1``); half the replicas
+built (required under ``SWA_PREFIX_CACHE_STRICT_NATIVE=1``); half the replicas
 hash with sha256 (the chain in C), half with sha256_cbor (the chain in
 Python). ``PREFIX_CACHE_KV_INDEX_CASES`` sets the number of compared probes
 of the main test (default 3,000).

@@ -23,6 +23,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
+from pyspec import settings  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 LINES: list[str] = []
 
@@ -56,7 +58,8 @@ plugin.register()
 print(status()["offload_filter"]["reason"] + " | " + status()["dp_routing"]["reason"])
 """
 
-CLEAN = {k: v for k, v in os.environ.items() if not k.startswith(("SWA_PREFIX_CACHE_", "VLLM_PLUGINS"))}
+CLEAN = {k: v for k, v in os.environ.items()
+         if not k.startswith(("SWA_PREFIX_CACHE_", "VLLM_PLUGINS")) and k not in settings.OLD_NAMES}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,8 +1,12 @@
-"""The adapter's settings, read from the environment (no vLLM import)."""
+"""The adapter's settings, read from the environment (no vLLM import);
+every variable is listed in pyspec/settings.py, which finds its value
+(under its name or a former one)."""
 
 import enum
 import os
 from typing import TypeVar
+
+from pyspec import settings
 
 MODE_ENV = "SWA_PREFIX_CACHE_MODE"
 CORE_ENV = "SWA_PREFIX_CACHE_CORE"
@@ -87,8 +91,7 @@ def read_tokens_per_load(
 ) -> float:
     """``SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD`` (tokens one unit of vLLM's load
     score is worth; kv_index/balance.py), or ``default`` when unset."""
-    env = os.environ if environ is None else environ
-    raw = env.get(DP_TOKENS_PER_LOAD_ENV)
+    raw = settings.get(DP_TOKENS_PER_LOAD_ENV, environ)
     if raw is None:
         return default
     try:
@@ -129,8 +132,8 @@ def _read_choice(
     """Read one enum-valued variable. An unknown value raises ``ValueError``
     naming the variable: a typo must not silently change what serves
     production traffic."""
-    env = os.environ if environ is None else environ
-    raw = env.get(name, default.value).strip().lower()
+    found = settings.get(name, environ)
+    raw = (default.value if found is None else found).strip().lower()
     try:
         return choices(raw)
     except ValueError:

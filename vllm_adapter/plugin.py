@@ -2,6 +2,7 @@
 
 import logging
 
+from pyspec import settings
 from vllm_adapter import report
 from vllm_adapter.patch import install, status
 
@@ -21,6 +22,10 @@ def register() -> None:
     so a silently unpatched engine shows up as such.
     """
     _show_in_vllms_log()
+    try:
+        settings.warn_unknown()  # a typo such as SWA_PREFIX_CACHE_MOD=off is said, not ignored
+    except Exception as exc:  # never stop vLLM
+        logger.error("swa-prefix-cache: settings not checked (%r)", exc)
     try:
         install()
     except Exception as exc:  # never stop vLLM

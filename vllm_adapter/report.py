@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pyspec import settings
+
 STATS_DIR_ENV = "SWA_PREFIX_CACHE_STATS_DIR"
 _PERIOD_S = 0.2
 
@@ -39,8 +41,7 @@ logger = logging.getLogger("vllm_adapter")
 
 def stats_dir(environ: "os._Environ[str] | dict[str, str] | None" = None) -> Path | None:
     """The directory from ``SWA_PREFIX_CACHE_STATS_DIR``, or None."""
-    env = os.environ if environ is None else environ
-    raw = env.get(STATS_DIR_ENV, "").strip()
+    raw = (settings.get(STATS_DIR_ENV, environ) or "").strip()
     return Path(raw) if raw else None
 
 

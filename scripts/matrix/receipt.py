@@ -4,7 +4,7 @@ Run by the interpreter under test (from the repository root), after its
 checks: it reads that interpreter's version, implementation, machine and
 free-threading from itself, vLLM's version if installed, the extension's
 fast-path choice (extracted_c.hotpath.fast_paths(), which honours
-$PREFIX_CACHE_HOTPATH), the self-check's JSON line (scripts/matrix/
+$SWA_PREFIX_CACHE_HOTPATH), the self-check's JSON line (scripts/matrix/
 selfcheck.py) and each pytest suite's counts from its --junitxml report.
 
   receipt.py --id ID --out FILE [--selfcheck JSON] [--suite NAME=JUNIT.xml ...]

@@ -15,7 +15,7 @@ checks, against plain-Python references:
     in C (totals());
   * offload_lookup (the proved offload stride search): answers in range;
 then kv_index's native core, kv_index._kvnative (as kv_index loads it:
-$PREFIX_CACHE_KVNATIVE names the cross-built file), with the standard
+$SWA_PREFIX_CACHE_KVNATIVE names the cross-built file), with the standard
 library only (no msgspec: event batches as objects):
   * SHA-256: the implementation it reports (portable off x86-64, where the
     SHA-NI code is not compiled) and the portable one against hashlib;
@@ -24,7 +24,7 @@ library only (no msgspec: event batches as objects):
   * a small KVIndex (full attention, sliding window, a hybrid) on hand-made
     event batches: the native score and stats equal KVIndex(native=False)'s.
   When it cannot be loaded its checks count 0 (skipped), or fail under
-  PREFIX_CACHE_REQUIRE_NATIVE=1 (the matrix targets set it).
+  SWA_PREFIX_CACHE_STRICT_NATIVE=1 (the matrix targets set it).
 Prints one JSON line {"fast_paths": ..., "kv_native": {...}, "checks": {...},
 "ok": bool} last; exits 1 on a failed check. A glue self-check, not vLLM's
 differential tests (tests/test_hotpath_glue.py and the others need vLLM).
@@ -323,9 +323,9 @@ def kv_score_check(rng: random.Random) -> int:
 
 
 def kv_native_checks(rng: random.Random, info: dict[str, object], checks: dict[str, object]) -> None:
-    """kv_index._kvnative (as kv_index loads it: $PREFIX_CACHE_KVNATIVE, else
+    """kv_index._kvnative (as kv_index loads it: $SWA_PREFIX_CACHE_KVNATIVE, else
     the package's) into info, its checks' counts into checks; not loadable:
-    the checks count 0 (skipped), or fail under PREFIX_CACHE_REQUIRE_NATIVE=1."""
+    the checks count 0 (skipped), or fail under SWA_PREFIX_CACHE_STRICT_NATIVE=1."""
     from kv_index import native as kv_loader
 
     try:
