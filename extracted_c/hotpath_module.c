@@ -43,6 +43,7 @@
 #include "full_attention.h"
 #include "hotpath_pool.h"
 #include "offload_lookup.h"
+#include "params.h"
 #include "prefix_cache.h"
 
 /* Largest |sliding_window| the fast path takes (need is then exact). */
@@ -210,25 +211,6 @@ resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
         return 0;
     }
     return PyErr_Occurred() ? -1 : 1;
-}
-
-static int64_t
-gcd64(int64_t a, int64_t b)
-{
-    while (b != 0) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* vLLM's cdiv(a, b) = -(a // -b), i.e. the ceiling of a / b, for b >= 1. */
-static int64_t
-ceil_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b; /* truncates toward zero: the ceiling when a < 0 */
-    return (a > 0 && a % b != 0) ? q + 1 : q;
 }
 
 enum { FAST_DONE, FAST_DELEGATE, FAST_ERROR };
@@ -448,13 +430,12 @@ sliding_window_lookup(PyObject **a, call_view *v, pool_probe *c, PyObject **resu
     if (v->resolved_len < n) {
         return FAST_DELEGATE; /* vLLM's own method says what is wrong */
     }
-    /* SlidingWindowManager._contiguous_blocks_for_hit, and the search's
-     * clamp of need to at least 1; the alignment gate as a period. */
-    need = ceil_div(sliding_window - 1, v->block_size) + (v->eagle ? 1 : 0);
-    if (need < 1) {
-        need = 1;
-    }
-    period = v->alignment / gcd64(v->alignment, v->block_size);
+    /* SlidingWindowManager._contiguous_blocks_for_hit clamped to at least
+     * 1, and the alignment gate as a period (params.c, proved; its
+     * preconditions: window and both sizes within +-PC_MAX_BLOCKS, sizes
+     * >= 1, as read above). */
+    need = search_need(sliding_window, v->block_size, v->eagle ? 1 : 0);
+    period = alignment_period(v->block_size, v->alignment);
     c->n = n;
     c->stride = v->base_stride;
 

@@ -5,7 +5,9 @@
  * Where this comes from: hand-written from pyspec/joint.py (joint_lookup,
  * group_hit, full_attention_hit), same names, same loop, same lookups in
  * the same order; a sliding-window lookup is the proved find_hit
- * (prefix_cache.h), used through its contract. It is NOT generated.
+ * (prefix_cache.h), its run length and period the proved
+ * contiguous_blocks_for_hit and alignment_period (params.h), all used
+ * through their contracts. It is NOT generated.
  * Frama-C/WP proves the contracts in joint.h (with -wp-rte: no undefined
  * behaviour, termination within max_rounds_bound rounds);
  * extracted_c/verify.sh runs the proof and checks that broken copies of
@@ -15,6 +17,7 @@
  * C99, no dependencies beyond <stdint.h>.
  */
 #include "joint.h"
+#include "params.h"
 
 /*@ // ---- arithmetic facts (non-negative operands) ------------------------
     lemma jl_mul_lt:
@@ -131,6 +134,7 @@ static int64_t swa_blocks(const uint8_t *cached, int64_t n, int64_t need, int64_
     assigns \nothing;
     ensures in_range: 0 <= \result <= max_length;
     ensures units: \result == (length / period) * align && 0 <= length / period;
+    ensures aligned: \result % align == 0;
     ensures drop == 1 ==> \result == 0 || \result + bs <= max_length;
 */
 static int64_t blocks_to_tokens(int64_t length, int64_t n, int64_t bs, int64_t period, int64_t align, int64_t max_length, int drop)
@@ -146,6 +150,8 @@ static int64_t blocks_to_tokens(int64_t length, int64_t n, int64_t bs, int64_t p
     /*@ assert drop_below: drop == 1 ==> length == 0 ||
                            length * bs + bs <= n * bs; */
     /*@ ghost int64_t q = length / period; */
+    /*@ assert q_nonneg: 0 <= q; */
+    /*@ assert tokens_mod: (q * align) % align == 0; */
     /*@ assert align_eq: align == period * bs; */
     /*@ assert length_eq: length == q * period; */
     /*@ assert tokens_eq1: length * bs == q * period * bs; */
@@ -154,12 +160,24 @@ static int64_t blocks_to_tokens(int64_t length, int64_t n, int64_t bs, int64_t p
     return length * bs;
 }
 
+/* The gate period of a sliding-window group: alignment_period (params.h)
+ * where the block size divides the alignment (well_formed_group), which is
+ * align / bs (its behavior coarse). Only this is exposed to group_hit, so
+ * its goals do not carry the definition of gcd. */
+/*@ requires 1 <= bs <= align <= PC_MAX_BLOCKS && align % bs == 0;
+    assigns \nothing;
+    ensures period_is: \result == align / bs;
+*/
+static int64_t block_period(int64_t bs, int64_t align)
+{
+    return alignment_period(bs, align);
+}
+
 int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, int64_t max_length, int64_t align, int drop, int64_t *first_real)
 {
     int64_t bs = g->block_size;
     const uint8_t *cached = masks + g->mask_offset;
     int64_t n;
-    int64_t a;
     int64_t need;
     int64_t period;
     int64_t length;
@@ -175,15 +193,10 @@ int64_t group_hit(const pc_group *g, const uint8_t *masks, int64_t masks_len, in
         n = g->mask_len;
     }
     /*@ assert n_le: 0 <= n <= max_length / bs; */
-    /* need = cdiv(window - 1, bs) + drop (vLLM's cdiv; C's / truncates,
-     * which is the ceiling for a <= 0). */
-    a = g->sliding_window - 1;
-    need = a / bs;
-    if (a > 0 && a % bs != 0) {
-        need++;
-    }
-    need += drop;
-    period = align / bs;
+    /* need = cdiv(window - 1, bs) + drop; period = align / gcd(align, bs),
+     * which is align / bs here (params.h). */
+    need = contiguous_blocks_for_hit(g->sliding_window, bs, drop);
+    period = block_period(bs, align);
     length = swa_blocks(cached, n, need, period, drop, first_real);
     tokens = blocks_to_tokens(length, n, bs, period, align, max_length, drop);
     /*@ assert tokens_aligned: tokens % align == 0; */

@@ -87,8 +87,10 @@ typedef struct {
  * (pyspec.joint.group_hit): full attention = the cached run from block 0
  * within max_length, minus one block with the EAGLE drop, rounded down to
  * alignment_tokens; sliding window = find_hit with n = max_length /
- * block_size (at most the mask), need = cdiv(window - 1, block_size) +
- * drop, period = alignment_tokens / block_size. *first_real: the
+ * block_size (at most the mask), need = contiguous_blocks_for_hit(window,
+ * block_size, drop) = cdiv(window - 1, block_size) + drop, period =
+ * alignment_period(block_size, alignment_tokens) = alignment_tokens /
+ * block_size (params.h). *first_real: the
  * sliding-window null prefix (0 for full attention). */
 /*@ requires 1 <= align <= PC_MAX_BLOCKS;
     requires 0 <= max_length <= PC_MAX_BLOCKS;

@@ -3,11 +3,10 @@
 Every wrapper checks its arguments before the call and raises ``ValueError``
 naming the argument, so the C preconditions proved by Frama-C/WP (valid
 buffer of at least ``n`` bytes, sizes in range) hold for every call that
-reaches the library. The library is found at ``$PREFIX_CACHE_LIB`` if set
+reaches the library. The library is found at ``$SWA_PREFIX_CACHE_LIB`` if set
 (the sanitizer build uses this), else next to this file (``make lib``).
 """
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 from cffi import FFI
 
+from pyspec import settings
 from pyspec.search import HitResult
 
 # Mirrors extracted_c/prefix_cache.h; tests/test_ffi.py checks they agree.
@@ -39,7 +39,7 @@ SIZE_LIMIT = 1 << 62
 # Buffer formats whose items are one byte read as "nonzero means cached".
 _BYTE_FORMATS = frozenset({"B", "b", "c", "?"})
 
-LIB_ENV = "PREFIX_CACHE_LIB"
+LIB_ENV = "SWA_PREFIX_CACHE_LIB"
 DEFAULT_LIB = Path(__file__).with_name("libprefix_cache.so")
 
 _ffi = FFI()
@@ -52,7 +52,7 @@ class NativeLibraryError(RuntimeError):
 
 def library_path() -> Path:
     """Where the library is looked for."""
-    return Path(os.environ.get(LIB_ENV, DEFAULT_LIB))
+    return Path(settings.get(LIB_ENV) or DEFAULT_LIB)
 
 
 _lib: Any = None
@@ -713,3 +713,40 @@ def offload_stride_search_probe(
     if call.error is not None:
         raise call.error
     return (None if res == OL_NONE else int(res)), int(probes[0])
+
+
+# ---- the lookup parameters (params.h) ---------------------------------------
+
+# Mirrors extracted_c/params.h; tests/test_params.py checks they agree.
+CDEF_PARAMS = """
+int64_t contiguous_blocks_for_hit(int64_t sliding_window, int64_t block_size, int eagle);
+int64_t search_need(int64_t sliding_window, int64_t block_size, int eagle);
+int64_t alignment_period(int64_t block_size, int64_t alignment_tokens);
+"""
+_ffi.cdef(CDEF_PARAMS)
+
+
+def _check_window_args(sliding_window: object, block_size: object, eagle: object) -> tuple[int, int, int]:
+    """params.h's preconditions: |window| <= 2**62, 1 <= block_size <= 2**62."""
+    window = _check_int("sliding_window", sliding_window, -SIZE_LIMIT, SIZE_LIMIT)
+    bs = _check_int("block_size", block_size, 1, SIZE_LIMIT)
+    return window, bs, _check_bool("eagle", eagle)
+
+
+def contiguous_blocks_for_hit(sliding_window: int, block_size: int, eagle: bool) -> int:
+    """C ``contiguous_blocks_for_hit``: vLLM's
+    ``cdiv(sliding_window - 1, block_size) + eagle`` (may be 0 or negative)."""
+    return int(load().contiguous_blocks_for_hit(*_check_window_args(sliding_window, block_size, eagle)))
+
+
+def search_need(sliding_window: int, block_size: int, eagle: bool) -> int:
+    """C ``search_need``: ``contiguous_blocks_for_hit`` clamped to >= 1."""
+    return int(load().search_need(*_check_window_args(sliding_window, block_size, eagle)))
+
+
+def alignment_period(block_size: int, alignment_tokens: int) -> int:
+    """C ``alignment_period``: ``alignment_tokens / gcd(alignment_tokens,
+    block_size)``, the alignment gate in blocks."""
+    bs = _check_int("block_size", block_size, 1, SIZE_LIMIT)
+    align = _check_int("alignment_tokens", alignment_tokens, 1, SIZE_LIMIT)
+    return int(load().alignment_period(bs, align))

@@ -51,25 +51,6 @@
         (contiguous_blocks_for_hit(w, bs, eagle) < 0 ==> bs == 1);
 */
 
-/*@ requires 0 <= w <= PC_MAX_BLOCKS;
-    requires 1 <= bs <= PC_MAX_BLOCKS;
-    requires eagle == 0 || eagle == 1;
-    assigns \nothing;
-    ensures \result == contiguous_blocks_for_hit(w, bs, eagle);
-    ensures -1 <= \result <= PC_MAX_BLOCKS + 1;
-*/
-static int64_t contiguous_blocks_for_hit(int64_t w, int64_t bs, int eagle)
-{
-    int64_t a = w - 1;
-    int64_t blocks = a / bs;
-    /*@ assert a >= 0 ==> 0 <= blocks <= a; */
-    /*@ assert a < 0 ==> -1 <= blocks <= 0; */
-    if (a > 0 && a % bs != 0) {
-        blocks++;
-    }
-    return blocks + eagle;
-}
-
 /* (1) Is block i in a segment tail? vLLM's closed form. */
 /*@ requires 0 <= i < PC_MAX_BLOCKS;
     requires 1 <= per <= PC_MAX_BLOCKS;

@@ -25,21 +25,13 @@
 #include <stdint.h>
 
 #include "prefix_cache.h"
+#include "params.h"
 
 /* Python's None for the optional integer arguments. */
 #define PC_NONE ((int64_t)-1)
 
-/*@ // ---- vocabulary (same names as pyspec/params.py, pyspec/reachable.py) -
-
-    // vLLM's cdiv (ceiling division; b >= 1). ACSL's / truncates towards
-    // zero, which is the ceiling for a <= 0.
-    logic integer cdiv(integer a, integer b) =
-      a > 0 ? a / b + (a % b != 0 ? 1 : 0) : a / b;
-
-    // SlidingWindowManager._contiguous_blocks_for_hit.
-    logic integer contiguous_blocks_for_hit(integer w, integer bs,
-                                            integer eagle) =
-      cdiv(w - 1, bs) + eagle;
+/*@ // ---- vocabulary (same names as pyspec/reachable.py; cdiv and
+    // contiguous_blocks_for_hit are params.h's) ---------------------------
 
     // pyspec.reachable.tail: block i is in the run a hit of b blocks reads,
     // [max(b + eagle - need, 0), max(b + eagle, 0)).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# verify.sh -- prove extracted_c/prefix_cache.c, reachable.c, joint.c,
-# offload_lookup.c and full_attention.c with Frama-C/WP, then check that
+# verify.sh -- prove extracted_c/params.c, prefix_cache.c, reachable.c,
+# joint.c, offload_lookup.c and full_attention.c with Frama-C/WP, then check that
 # deliberately broken copies of them (mutants) are rejected.
 #
 # Usage: extracted_c/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
@@ -25,20 +25,22 @@
 # spends about half its wall time waiting on WP's scheduler, so 4 keeps both
 # cores busy; the slowest goal needs ~3 s of the 10 s timeout),
 # PC_MUTANT_TIMEOUT (default 5), PC_SKIP_MUTANTS=1 to prove the real files
-# only, PC_FILES (default "prefix_cache.c reachable.c joint.c
+# only, PC_FILES (default "params.c prefix_cache.c reachable.c joint.c
 # offload_lookup.c full_attention.c") to prove (and mutate) only some of
 # them. joint.c calls find_hit through its contract in prefix_cache.h,
-# which prefix_cache.c's proof establishes.
+# which prefix_cache.c's proof establishes, and contiguous_blocks_for_hit
+# and alignment_period through theirs in params.h, which params.c's proof
+# establishes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-$here/../build/wp}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
-files="${PC_FILES:-prefix_cache.c reachable.c joint.c offload_lookup.c full_attention.c}"
+files="${PC_FILES:-params.c prefix_cache.c reachable.c joint.c offload_lookup.c full_attention.c}"
 timeout="${PC_WP_TIMEOUT:-10}"
 # z3 only sees the few goals cvc4 and cvc5 left; one of them (joint.c,
-# group_hit tokens_aligned: a product modulo its factor) takes z3 ~4 s alone
+# blocks_to_tokens tokens_mod: a product modulo its factor) takes z3 ~4 s alone
 # and timed out at 10 s on 2 loaded cores, so the last stage gets more room.
 z3_timeout="${PC_WP_Z3_TIMEOUT:-30}"
 par="${PC_WP_PAR:-4}"
@@ -273,7 +275,7 @@ mutant jl_full_unaligned full_attention_hit answer \
     's#    return hit - hit % align;#    return hit;#'
 # group_hit: gate period of one block (not align / block_size).
 mutant jl_period_one group_hit gate,period_is \
-    's#    period = align / bs;#    period = 1;#'
+    's#    period = block_period(bs, align);#    period = 1;#'
 # joint_lookup: keep going while the candidate stays (no fixed point
 # test): no round bound.
 mutant jl_no_fixed_point joint_lookup descending,round_budget \
@@ -300,6 +302,28 @@ mutant fa_trim_floor finish trim \
 # never probed).
 mutant fa_legacy_range_short legacy_full_scan spec,probes_exact \
     's#fine_idx > first_partial_idx - 1; fine_idx--#fine_idx > first_partial_idx; fine_idx--#'
+
+mutants_of params.c
+# contiguous_blocks_for_hit: the EAGLE block not added.
+mutant pm_no_eagle contiguous_blocks_for_hit exact \
+    's#    return blocks + eagle;#    return blocks;#'
+# contiguous_blocks_for_hit: floor instead of vLLM's cdiv (the
+# postconditions rest on the branch assertions up / exact_or_nonpos).
+mutant pm_floor contiguous_blocks_for_hit exact,ceiling,up,exact_or_nonpos \
+    's#    if (a > 0 \&\& a % block_size != 0) {#    if (0) {#'
+# contiguous_blocks_for_hit: rounded up for a negative numerator too (C's /
+# already truncates towards the ceiling there).
+mutant pm_ceil_negative contiguous_blocks_for_hit exact,ceiling,up,exact_or_nonpos \
+    's#    if (a > 0 \&\& a % block_size != 0) {#    if (a % block_size != 0) {#'
+# contiguous_blocks_for_hit: the window's own token counted (w, not w - 1).
+mutant pm_window_no_minus_one contiguous_blocks_for_hit exact,ceiling \
+    's#    int64_t a = sliding_window - 1;#    int64_t a = sliding_window;#'
+# search_need: run lengths of 0 not clamped to 1.
+mutant pm_clamp_removed search_need exact,clamped \
+    's#    if (need < 1) {#    if (need < 0) {#'
+# alignment_period: the period without the gcd (alignment / block size).
+mutant pm_period_no_gcd alignment_period exact,range,period_is \
+    's#    return alignment_tokens / a;#    return alignment_tokens / block_size;#'
 
 mutants_of offload_lookup.c
 # offload_stride_search: the initial window ignored (vLLM's `or`).

@@ -154,7 +154,7 @@ $(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
-	for u in prefix_cache_probe full_attention_probe offload_lookup_probe; do \
+	for u in prefix_cache_probe full_attention_probe offload_lookup_probe params; do \
 		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
 	for u in hotpath_module hotpath_pool; do \
 		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
@@ -170,7 +170,7 @@ $(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj-kv
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
-	for u in prefix_cache joint; do \
+	for u in prefix_cache joint params; do \
 		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
 	for u in kvindex_module kvindex_sha256; do \
 		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
@@ -180,20 +180,20 @@ $(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
 
 # The self-check under qemu: Debian's aarch64 CPython imports the
-# cross-built modules ($$PREFIX_CACHE_HOTPATH, $$PREFIX_CACHE_KVNATIVE;
-# $$PREFIX_CACHE_REQUIRE_NATIVE=1: a kv_index._kvnative that does not load
+# cross-built modules ($$SWA_PREFIX_CACHE_HOTPATH, $$SWA_PREFIX_CACHE_KVNATIVE;
+# $$SWA_PREFIX_CACHE_STRICT_NATIVE=1: a kv_index._kvnative that does not load
 # fails), prints the fast-path choices and runs scripts/matrix/selfcheck.py
 # (kv_index with the standard library only); the receipt is written by the
 # same interpreter.
 cross-aarch64: $(AARCH64_SO) $(AARCH64_KV_SO)
 	@mkdir -p $(MATRIX_DIR); start=$$(date +%s); \
 	qpy="qemu-aarch64-static -L $(AARCH64_SYSROOT) $(AARCH64_SYSROOT)/usr/bin/python$(AARCH64_PY)"; \
-	export PYTHONHOME=$(AARCH64_SYSROOT)/usr PYTHONDONTWRITEBYTECODE=1 PREFIX_CACHE_HOTPATH=$(AARCH64_SO) \
-		PREFIX_CACHE_KVNATIVE=$(AARCH64_KV_SO) PREFIX_CACHE_REQUIRE_NATIVE=1; \
+	export PYTHONHOME=$(AARCH64_SYSROOT)/usr PYTHONDONTWRITEBYTECODE=1 SWA_PREFIX_CACHE_HOTPATH=$(AARCH64_SO) \
+		SWA_PREFIX_CACHE_KVNATIVE=$(AARCH64_KV_SO) SWA_PREFIX_CACHE_STRICT_NATIVE=1; \
 	if ! command -v qemu-aarch64-static >/dev/null || ! $$qpy -c 'import sys; print(sys.version)' >/dev/null 2>&1; then \
 		why="qemu-aarch64-static or the aarch64 CPython in $(AARCH64_SYSROOT) cannot run here"; \
 		echo "cross-aarch64: built $(AARCH64_SO) and $(AARCH64_KV_SO) warning-free; self-check SKIPPED - $$why"; \
-		unset PYTHONHOME PREFIX_CACHE_HOTPATH PREFIX_CACHE_KVNATIVE PREFIX_CACHE_REQUIRE_NATIVE; \
+		unset PYTHONHOME SWA_PREFIX_CACHE_HOTPATH SWA_PREFIX_CACHE_KVNATIVE SWA_PREFIX_CACHE_STRICT_NATIVE; \
 		$(PY) $(MATRIX_RECEIPT) --id $(AARCH64_ID) --out $(MATRIX_DIR)/$(AARCH64_ID).json --skipped "$$why"; exit 0; fi; \
 	status=0; timeout 600 $$qpy $(MATRIX_SELFCHECK) | tee $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.log || status=1; \
 	tail -n 1 $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.log > $(MATRIX_DIR)/$(AARCH64_ID)-selfcheck.json; \

@@ -1,4 +1,10 @@
-"""vLLM's lookup parameters, reduced to the three numbers the search needs."""
+"""vLLM's lookup parameters, reduced to the three numbers the search needs.
+
+The one Python twin of the proved ``extracted_c/params.c``
+(``contiguous_blocks_for_hit``, ``search_need``, ``alignment_period``, same
+names); ``tests/test_params.py`` checks that the two agree, and with vLLM's
+own ``SlidingWindowManager._contiguous_blocks_for_hit``.
+"""
 
 import math
 from dataclasses import dataclass
@@ -19,12 +25,20 @@ def contiguous_blocks_for_hit(sliding_window: int, block_size: int, eagle: bool)
     The window of the last token reaches ``sliding_window - 1`` tokens back;
     EAGLE needs one more block because the last matched block is dropped.
     May be 0 or negative for degenerate windows; the search treats any
-    value below 1 as 1, which is what vLLM's loop does.
+    value below 1 as 1, which is what vLLM's loop does (``search_need``).
     """
+    _require_int("sliding_window", sliding_window, None)
+    _require_int("block_size", block_size, 1)
     blocks = cdiv(sliding_window - 1, block_size)
     if eagle:
         blocks += 1
     return blocks
+
+
+def search_need(sliding_window: int, block_size: int, eagle: bool) -> int:
+    """The run length the search uses: ``contiguous_blocks_for_hit``, at
+    least 1 (a window of 0 or 1 token still needs one cached block)."""
+    return max(contiguous_blocks_for_hit(sliding_window, block_size, eagle), 1)
 
 
 def alignment_period(block_size: int, alignment_tokens: int) -> int:
@@ -35,6 +49,8 @@ def alignment_period(block_size: int, alignment_tokens: int) -> int:
     multiple of ``alignment_tokens / gcd(alignment_tokens, block_size)``.
     When ``block_size == alignment_tokens`` (vLLM's fast path) this is 1.
     """
+    _require_int("block_size", block_size, 1)
+    _require_int("alignment_tokens", alignment_tokens, 1)
     return alignment_tokens // math.gcd(alignment_tokens, block_size)
 
 
@@ -89,10 +105,9 @@ class SearchParams:
             raise ValueError(
                 f"drop_eagle_block must be a bool, got {type(drop_eagle_block).__name__}"
             )
-        need = contiguous_blocks_for_hit(sliding_window, block_size, drop_eagle_block)
         return cls(
             n=max_length // block_size,
-            need=max(need, 1),
+            need=search_need(sliding_window, block_size, drop_eagle_block),
             period=alignment_period(block_size, alignment_tokens),
             eagle=drop_eagle_block,
         )

@@ -97,7 +97,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspec.params import SearchParams, cdiv, contiguous_blocks_for_hit
+from pyspec.params import SearchParams, alignment_period, cdiv, contiguous_blocks_for_hit, search_need
 from pyspec.search import HitResult, find_hit
 
 
@@ -349,8 +349,8 @@ def hit_reads(
     if length_tokens % block_size:
         return None
     blocks = length_tokens // block_size
-    need = max(contiguous_blocks_for_hit(sliding_window, block_size, eagle), 1)
-    period = alignment_tokens // math.gcd(alignment_tokens, block_size)
+    need = search_need(sliding_window, block_size, eagle)
+    period = alignment_period(block_size, alignment_tokens)
     for b in range(blocks, blocks + period + need + 2):
         hit = local_lookup([True] * b, b, block_size, sliding_window, alignment_tokens, eagle)
         if hit.length == blocks:
@@ -391,8 +391,8 @@ def correct_mask(
         if retention_interval is None
         else (retention_interval if retention_interval else None)
     )
-    need = max(contiguous_blocks_for_hit(sliding_window, block_size, use_eagle), 1)
-    period = alignment_tokens // math.gcd(alignment_tokens, block_size)
+    need = search_need(sliding_window, block_size, use_eagle)
+    period = alignment_period(block_size, alignment_tokens)
     hits: set[int] = {h for h in promised_hits if h > 0}
     if segment is not None:
         k = max(1, (start_block - need - period - 2) * block_size // segment)
@@ -588,7 +588,7 @@ class LocalScenario:
         (docs/store-lookup-agreement.md): the exact preconditions."""
         out = set()
         a, bs = self.alignment, self.block_size
-        period = a // math.gcd(a, bs)
+        period = alignment_period(bs, a)
         if contiguous_blocks_for_hit(self.window, bs, self.eagle) <= 0:
             out.add("L1")  # window of <= 1 token: mask keeps nothing
         if self.eagle and period > 1:

@@ -44,18 +44,19 @@ from hypothesis import strategies as st
 from kv_index import GroupLayout, KVIndex, ReplicaLayout
 from kv_index import native as native_loader
 from kv_index.hashing import event_key, none_hash, prompt_block_hashes
+from pyspec import settings as swa_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = int(os.environ.get("PREFIX_CACHE_KV_NATIVE_CASES", "4000"))
 
 
 def _native():  # noqa: ANN202
-    """The extension; skipped (failed under PREFIX_CACHE_REQUIRE_NATIVE=1)
+    """The extension; skipped (failed under SWA_PREFIX_CACHE_STRICT_NATIVE=1)
     when it is not built."""
     try:
         return native_loader.require()
     except native_loader.NativeUnavailable as exc:
-        if os.environ.get("PREFIX_CACHE_REQUIRE_NATIVE") == "1":
+        if swa_settings.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1":
             pytest.fail(str(exc))
         pytest.skip(str(exc))
 
@@ -415,7 +416,9 @@ def test_without_the_extension_the_reference_answers_and_says_so(monkeypatch, ca
     monkeypatch.setattr(native_loader, "_module", None)
     monkeypatch.setattr(native_loader, "_why", None)
     monkeypatch.setenv(native_loader.PATH_ENV, "/nonexistent/_kvnative.so")
-    monkeypatch.delenv(native_loader.REQUIRE_ENV, raising=False)
+    for name in (native_loader.REQUIRE_ENV,
+                 *(old.name for old in swa_settings.BY_NAME[native_loader.REQUIRE_ENV].old_names)):
+        monkeypatch.delenv(name, raising=False)
     with caplog.at_level(logging.WARNING, logger="kv_index"):
         first, second = KVIndex(), KVIndex()
     assert first.core == second.core == "python"
@@ -451,7 +454,7 @@ def _build_mutant(tmp_path: Path, name: str) -> Path:
     c = ROOT / "extracted_c"
     subprocess.run([cc, "-O1", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", f"-I{c}",
                     "-o", str(out), str(mutated), str(c / "kvindex_sha256.c"), str(c / "joint.c"),
-                    str(c / "prefix_cache.c")], check=True, capture_output=True, timeout=300)
+                    str(c / "params.c"), str(c / "prefix_cache.c")], check=True, capture_output=True, timeout=300)
     return out
 
 
@@ -459,7 +462,7 @@ def _pytest_with(module: Path, test: str, **env: str) -> subprocess.CompletedPro
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env=dict(os.environ, PREFIX_CACHE_KVNATIVE=str(module), PREFIX_CACHE_REQUIRE_NATIVE="1", **env))
+        env=dict(os.environ, SWA_PREFIX_CACHE_KVNATIVE=str(module), SWA_PREFIX_CACHE_STRICT_NATIVE="1", **env))
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pyspec import SearchParams
-from pyspec.params import alignment_period, contiguous_blocks_for_hit
+from pyspec.params import alignment_period, search_need
 from pyspec.search import prefix_fallback, stride_search
 
 # Cached SearchParams per (n, block_size, sliding_window, alignment, eagle);
@@ -295,9 +295,8 @@ def make_lookup(
     ) -> SearchParams:
         """Validated once per shape and length (SearchParams raises a
         ValueError naming the argument), then reused."""
-        need = contiguous_blocks_for_hit(sliding_window, block_size, eagle)
         params = SearchParams(
-            n=n, need=max(need, 1),
+            n=n, need=search_need(sliding_window, block_size, eagle),
             period=alignment_period(block_size, alignment_tokens), eagle=eagle,
         )
         if len(params_cache) >= _PARAMS_CACHE_LIMIT:
