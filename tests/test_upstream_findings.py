@@ -11,7 +11,10 @@ vLLM:
   vLLM and ``_repro`` (a maintainer runs them on a stock vLLM alone);
 * every fix still applies to the installed vLLM: the definitions it replaces
   hash to its ``BASE`` (vLLM 0.33.0), the patched files parse, and the
-  generated diff applies with ``patch -p1`` to exactly the patched text.
+  generated diff applies with ``patch -p1`` to exactly the patched text;
+* every fix names the releases its ``BASE`` is for (``RELEASES``), and on
+  vLLM 0.34.0 (build/releases/0.34.0, when installed) each one applies or is
+  refused with its reason, never patched against another definition.
 """
 
 from __future__ import annotations
@@ -104,3 +107,79 @@ def test_new_vllm_module_has_the_adapters_glue() -> None:
     assert bodies(text, False) == bodies(adapter, True)
     assert len(bodies(text, False)) == 2
     assert "from vllm_adapter" not in text and "import OffloadGroup" not in text
+
+
+NEXT = "0.34.0"
+# What 0.34.0 gets (docs/upstream-findings.md, "Per release"): O1 has a fix of
+# its own there, the corrected offload filter (O2-O5) is refused.
+NEXT_REFUSED = {"O2", "O3", "O4", "O5"}
+
+
+def _fix_files() -> list[Path]:
+    return sorted(check.FIXES.glob("*.py")) + sorted(check.FIXES.glob("*/*.py"))
+
+
+def test_every_fix_names_its_releases() -> None:
+    """A fix with ``BASE`` digests says which releases they are for; one in
+    a release's folder is for that release; a refusal says why."""
+    for path in _fix_files():
+        tree = ast.parse(path.read_text())
+        releases = check._literal(tree, "RELEASES", None)
+        refused = check._literal(tree, "REFUSED", {})
+        if check._literal(tree, "BASE", None) is not None:
+            assert releases, f"{path.name}: BASE without RELEASES"
+        if path.parent != check.FIXES:
+            assert releases == (path.parent.name.replace("_", "."),), path
+        for release, why in refused.items():  # type: ignore[union-attr]
+            assert release not in (releases or ()), path
+            assert isinstance(why, str) and len(why) > 40, path
+
+
+@pytest.fixture
+def next_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """check.py pointed at vLLM 0.34.0 (restored afterwards); its folder."""
+    pytest.importorskip("vllm")
+    if shutil.which("patch") is None:
+        pytest.skip("no patch(1)")
+    if not (check.ROOT / "build" / "releases" / NEXT / ".stamp").is_file():
+        pytest.skip(f"vLLM {NEXT} is not installed in build/releases (make build/releases/{NEXT}/.stamp)")
+    for name in ("VLLM_VERSION", "SDIST", "BUILD", "STOCK_OVERLAY"):
+        monkeypatch.setattr(check, name, getattr(check, name))
+    site = check.use_release(NEXT)
+    if not (check.SDIST / "tests").is_dir():
+        pytest.skip(f"vLLM {NEXT}'s sdist tests are not fetched (make vllm-upstream-tests-next)")
+    monkeypatch.setattr(check, "BUILD", tmp_path)
+    return site
+
+
+@pytest.mark.parametrize("fid", [*check.FINDINGS, check.COMBINED])
+def test_fix_applies_or_is_refused_on_the_next_release(fid: str, next_release: Path) -> None:
+    if fid in NEXT_REFUSED:
+        with pytest.raises(check.Refused, match="_reachable_store_block_mask"):
+            check.build(fid, next_release, copy=False)
+        return
+    built = check.build(fid, next_release, copy=False)
+    assert built.diff_lines > 0
+    assert f"vLLM {NEXT}" in built.patch.read_text().splitlines()[1]
+    if fid == check.COMBINED:
+        assert set(built.fix.refused) == {"offload_filter"}
+        assert "upstream/findings/fixes/0_34_0/O1.py" in built.fix.files
+        assert set(check._fixed_by(fid)) == set(check.FINDINGS) - NEXT_REFUSED
+
+
+def test_a_fix_not_for_the_release_is_refused(next_release: Path, tmp_path: Path) -> None:
+    """Planted: L1's fix claiming only 0.33.0 is refused on 0.34.0 (not
+    patched), and one claiming 0.34.0 with another BASE digest stops the
+    build: the release list and the digests are both checked."""
+    fixes = tmp_path / "fixes"
+    fixes.mkdir()
+    text = (check.FIXES / "L1.py").read_text()
+    claimed = 'RELEASES = ("0.33.0", "0.34.0")'
+    assert claimed in text
+    (fixes / "L1.py").write_text(text.replace(claimed, 'RELEASES = ("0.33.0",)'))
+    with pytest.raises(check.Refused, match="written for vLLM 0.33.0"):
+        check.build("L1", next_release, copy=False, fixes=fixes, out=tmp_path)
+    base = check._literal(ast.parse(text), "BASE", {})["SlidingWindowManager.reachable_block_mask"]
+    (fixes / "L1.py").write_text(text.replace(base, "0" * 64))
+    with pytest.raises(SystemExit, match="is not the vLLM 0.34.0 definition"):
+        check.build("L1", next_release, copy=False, fixes=fixes, out=tmp_path)

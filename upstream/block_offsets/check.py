@@ -161,7 +161,7 @@ def vllm_sessions(built: findings.Built, stock_site: Path) -> bool:
 def kv_index_on_patched(built: findings.Built) -> bool:
     say(f"kv_index on the patched vLLM: {' '.join(KV_INDEX_TESTS)}")
     env = findings.clean_env(built.site, (ROOT, ROOT / "tests"))
-    env.update(PREFIX_CACHE_KV_INDEX_CASES=KV_INDEX_CASES, PREFIX_CACHE_REQUIRE_NATIVE="1")
+    env.update(PREFIX_CACHE_KV_INDEX_CASES=KV_INDEX_CASES, SWA_PREFIX_CACHE_STRICT_NATIVE="1")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *KV_INDEX_TESTS],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,

@@ -30,7 +30,7 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
    patched copy (``property_check.py``, reusing tests/test_reachable.py and
    tests/test_joint.py): no violation that only this fix's finding could
    explain (``ALL``: no violation at all);
-7. runs vLLM 0.33.0's own unit tests of the touched area (from the sdist
+7. runs the release's own vLLM unit tests of the touched area (from the sdist
    tree that scripts/vllm_upstream_tests.sh fetches into
    build/vllm-upstream/) on the patched copy: every test that passes on the
    stock vLLM must pass. A fix may update tests of vLLM's that pinned the
@@ -40,8 +40,21 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
 ``ALL`` is every fix at once (one combined patch per file; where two fixes
 replace the same function, ``fixes/ALL.py`` gives the combined function).
 
-Usage: python upstream/findings/check.py [ID ...] [--jobs N] [--cases N]
-       [--no-vllm-tests] [--no-property] [--list]
+Releases: ``UPSTREAM_VLLM`` (default 0.33.0, the venv's) picks the vLLM
+checked; another release is read from ``build/releases/<version>``
+(installed ``--no-deps`` by mk/vllm-releases.mk) and answers in every run,
+stock included, with that release's sdist tests; output goes to
+``build/upstream/findings/vllm-<version>``. A fix file names the releases
+its ``BASE`` digests are for (``RELEASES``: the replaced definitions are
+byte-identical in each, so the file is reused, not copied); where a release
+changed a replaced function, the fix for it is ``fixes/<version with
+_>/<id>.py``, or the shared file says why there is none (``REFUSED``:
+release -> reason). A refused fix is logged and its reproduction runs on
+stock only; ``ALL`` there combines the fixes that apply, a refused part
+replaced by its ``FALLBACK`` where it names one.
+
+Usage: [UPSTREAM_VLLM=0.34.0] python upstream/findings/check.py [ID ...]
+       [--jobs N] [--cases N] [--no-vllm-tests] [--no-property] [--list]
 
 No vLLM plugin is loaded in any run (``VLLM_PLUGINS=""``), so stock means
 stock. Exit 0 when every check passed.
@@ -69,7 +82,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FIXES = HERE / "fixes"
 BUILD = ROOT / "build" / "upstream" / "findings"
-VLLM_VERSION = "0.33.0"
+VENV_VERSION = "0.33.0"  # the release of the venv's own vLLM
+# The release checked: the venv's, or (``UPSTREAM_VLLM``, ``use_release``)
+# another one installed --no-deps in build/releases/<version>
+# (mk/vllm-releases.mk), whose folder then comes first on PYTHONPATH in every
+# run, stock included (``STOCK_OVERLAY``).
+VLLM_VERSION = VENV_VERSION
+STOCK_OVERLAY: Path | None = None
 SDIST = ROOT / "build" / "vllm-upstream" / f"vllm-{VLLM_VERSION}"
 SDIST_SITE = ROOT / "build" / "vllm-upstream" / "site-packages"
 
@@ -174,6 +193,27 @@ def _functions_of(text: str, names: list[str], where: str) -> list[str]:
     return out
 
 
+def use_release(version: str) -> Path:
+    """Check release ``version``: its vLLM, its sdist tests, its own build
+    folder (``build/upstream/findings/vllm-<version>``) and its fixes
+    (``fixes/<version with _>/<id>.py`` where the fix differs from the
+    venv's release); the site-packages folder holding its ``vllm``."""
+    global VLLM_VERSION, SDIST, BUILD, STOCK_OVERLAY
+    if not version.replace(".", "").isdigit() or version.count(".") != 2:
+        raise SystemExit(f"UPSTREAM_VLLM must be a release like 0.34.0, got {version!r}")
+    if version == VENV_VERSION:
+        return site_packages()
+    site = ROOT / "build" / "releases" / version
+    if not (site / ".stamp").is_file() or not (site / f"vllm-{version}.dist-info").is_dir():
+        raise SystemExit(f"vLLM {version} is not installed in {site.relative_to(ROOT)} "
+                         f"(make {site.relative_to(ROOT)}/.stamp)")
+    VLLM_VERSION = version
+    SDIST = ROOT / "build" / "vllm-upstream" / f"vllm-{version}"
+    BUILD = ROOT / "build" / "upstream" / "findings" / f"vllm-{version}"
+    STOCK_OVERLAY = site
+    return site
+
+
 def log(msg: str) -> None:
     print(f"upstream-findings: {msg}", flush=True)
 
@@ -202,6 +242,7 @@ class Fix:
     base: dict[str, str] = field(default_factory=dict)
     new_files: dict[str, str] = field(default_factory=dict)  # vllm path -> text
     after: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # COMBINE part -> why left out
 
 
 def _literal(tree: ast.Module, name: str, default: object) -> object:
@@ -259,23 +300,72 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class Refused(Exception):
+    """A fix that is not built for the release checked (``REFUSED`` in its
+    file, or ``RELEASES`` without it): the reason says which vLLM function
+    changed."""
+
+    def __init__(self, fid: str, reason: str) -> None:
+        super().__init__(f"{fid} on vLLM {VLLM_VERSION}: {reason}")
+        self.fid, self.reason = fid, reason
+
+
+def _shown(path: Path) -> str:
+    """A fix file's path as logged: relative to the project when inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def fix_path(fid: str, fixes: Path = FIXES) -> Path:
+    """The fix file of ``fid`` for the release checked: the release's own
+    (``fixes/0_34_0/<fid>.py``) where vLLM's function changed, else the
+    shared one, whose ``RELEASES`` must name the release."""
+    own = fixes / VLLM_VERSION.replace(".", "_") / f"{fid}.py"
+    return own if own.is_file() else fixes / f"{fid}.py"
+
+
+def _check_release(fid: str, tree: ast.Module) -> None:
+    """Refuse a fix file that is not for the release checked. ``RELEASES``:
+    the releases whose definitions hash to ``BASE`` (a file without it, such
+    as a one-release patch of another tool, is left to the BASE check);
+    ``REFUSED``: release -> why there is no fix for it."""
+    refused = _literal(tree, "REFUSED", {})
+    if VLLM_VERSION in refused:  # type: ignore[operator]
+        raise Refused(fid, str(refused[VLLM_VERSION]))  # type: ignore[index]
+    releases = _literal(tree, "RELEASES", None)
+    if releases is not None and VLLM_VERSION not in releases:  # type: ignore[operator]
+        raise Refused(fid, f"the fix is written for vLLM {', '.join(releases)} "  # type: ignore[arg-type]
+                           f"and there is no fixes/{VLLM_VERSION.replace('.', '_')}/{fid}.py")
+
+
 def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
-    """The fix ``fixes/<fid>.py`` (another patch keeps its fix file elsewhere)."""
-    path = fixes / f"{fid}.py"
+    """The fix ``fixes/<fid>.py`` for the release checked (another patch
+    keeps its fix file elsewhere); raises ``Refused`` when it has none. A
+    ``COMBINE`` part refused on the release is left out, or replaced by the
+    part ``FALLBACK`` names for it, and recorded in ``Fix.refused``."""
+    path = fix_path(fid, fixes)
     if not path.is_file():
-        raise SystemExit(f"no fix file {path.relative_to(ROOT)}")
+        raise SystemExit(f"no fix file {_shown(path)}")
     text = path.read_text()
     tree = ast.parse(text)
+    _check_release(fid, tree)
     use = _literal(tree, "USE", None)
     if use is not None:
         inner = load_fix(str(use), seen + (fid,), fixes)
-        inner.fid, inner.files = fid, (str(path.relative_to(ROOT)),) + inner.files
+        inner.fid, inner.files = fid, (_shown(path),) + inner.files
         return inner
-    fix = Fix(fid, (str(path.relative_to(ROOT)),))
+    fix = Fix(fid, (_shown(path),))
+    fallback: dict[str, str] = _literal(tree, "FALLBACK", {})  # type: ignore[assignment]
     for part in _literal(tree, "COMBINE", []):  # type: ignore[union-attr]
         if part in seen:
             raise SystemExit(f"{fid}: cyclic COMBINE/USE through {part}")
-        sub = load_fix(part, seen + (fid,), fixes)
+        try:
+            sub = load_fix(part, seen + (fid,), fixes)
+        except Refused as exc:
+            fix.refused[part] = exc.reason
+            if part not in fallback:
+                continue
+            sub = load_fix(fallback[part], seen + (fid,), fixes)
+        fix.refused.update(sub.refused)
         fix.files += tuple(f for f in sub.files if f not in fix.files)
         fix.base.update(sub.base)
         fix.after.update(sub.after)
@@ -304,7 +394,7 @@ def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
     fix.after.update(_literal(tree, "AFTER", {}))  # type: ignore[arg-type]
     for target, name in _literal(tree, "NEW_FILES", {}).items():  # type: ignore[union-attr]
         fix.new_files[target] = new_module_text(fixes / name)
-        fix.files += (str((fixes / name).relative_to(ROOT)),)
+        fix.files += (_shown(fixes / name),)
     for reps in fix.targets.values():
         for rep in reps:
             if "+" in rep.origin and rep.qualname not in own:
@@ -374,9 +464,11 @@ def root_of(target: str, stock: Path) -> Path:
     raise SystemExit(f"cannot place {target}: only vllm/... and tests/... are patched")
 
 
-def build(fid: str, stock: Path, copy: bool = True, fixes: Path = FIXES, out: Path = BUILD) -> Built:
+def build(fid: str, stock: Path, copy: bool = True, fixes: Path = FIXES, out: Path | None = None) -> Built:
     """Steps 2-4 for one fix (3, the copies, only with ``copy``); the fix
-    file is ``fixes/<fid>.py``, the patch and the copies go to ``out``."""
+    file is ``fixes/<fid>.py``, the patch and the copies go to ``out``
+    (default: the release's build folder)."""
+    out = BUILD if out is None else out
     fix = load_fix(fid, fixes=fixes)
     patched: dict[str, str] = {}
     originals: dict[str, str | None] = {}
@@ -425,6 +517,10 @@ def build(fid: str, stock: Path, copy: bool = True, fixes: Path = FIXES, out: Pa
         shutil.rmtree(site)
     site.mkdir(parents=True)
     subprocess.run(["cp", "-al", str(stock / "vllm"), str(site / "vllm")], check=True)
+    info = stock / f"vllm-{VLLM_VERSION}.dist-info"
+    if VLLM_VERSION != VENV_VERSION and info.is_dir():
+        # The copy reports its release's version (the venv's dist-info would say 0.33.0).
+        subprocess.run(["cp", "-al", str(info), str(site / info.name)], check=True)
     tests_root = SDIST
     if any(t.startswith("tests/") for t in patched):
         tests_root = out / f"sdist-{fid}"
@@ -485,6 +581,7 @@ def clean_env(site: Path | None, extra_path: tuple[Path, ...] = ()) -> dict[str,
         TRANSFORMERS_OFFLINE="1",
         PYTHONDONTWRITEBYTECODE="1",
     )
+    site = site or STOCK_OVERLAY  # stock: the release's own folder, unless it is the venv's
     path = ([str(site)] if site else []) + [str(p) for p in extra_path]
     if path:
         env["PYTHONPATH"] = os.pathsep.join(path)
@@ -600,11 +697,19 @@ def run_property(built: Built, cases: int, label: str = "") -> Result:
 
 def _fixed_by(fid: str) -> tuple[str, ...]:
     """The findings a fix claims to fix: itself (a combination: each of its
-    parts), and (``ALSO_FIXES`` in the fix file) any it fixes on the side."""
-    tree = ast.parse((FIXES / f"{fid}.py").read_text())
+    parts), and (``ALSO_FIXES`` in the fix file) any it fixes on the side;
+    on the release checked (a part refused there claims nothing, its
+    ``FALLBACK`` what it fixes)."""
+    tree = ast.parse(fix_path(fid).read_text())
     out: list[str] = [] if fid == COMBINED else [fid]
+    fallback: dict[str, str] = _literal(tree, "FALLBACK", {})  # type: ignore[assignment]
     for part in _literal(tree, "COMBINE", ()):  # type: ignore[union-attr]
-        out += _fixed_by(part)
+        try:
+            _check_release(part, ast.parse(fix_path(part).read_text()))
+            out += _fixed_by(part)
+        except Refused:
+            if part in fallback:
+                out += _fixed_by(fallback[part])
     use = _literal(tree, "USE", None)
     if use is not None:
         out += _fixed_by(str(use))
@@ -636,17 +741,20 @@ def test_paths(files: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def run_vllm_tests(
-    label: str, site: Path | None, paths: tuple[str, ...], hf_home: Path, stock: Path, root: Path = SDIST,
-    out: Path = BUILD,
+    label: str, site: Path | None, paths: tuple[str, ...], hf_home: Path, stock: Path, root: Path | None = None,
+    out: Path | None = None,
 ) -> tuple[Result, dict[str, str]]:
-    """vLLM's own tests ``paths`` (of the test tree ``root``) on the stock
-    vLLM (``site`` None) or a patched copy; the outcome of every test (the
-    junit report goes to ``out``)."""
+    """vLLM's own tests ``paths`` (of the test tree ``root``, default the
+    release's sdist) on the stock vLLM (``site`` None) or a patched copy; the
+    outcome of every test (the junit report goes to ``out``, default the
+    release's build folder)."""
     t0 = time.monotonic()
+    root = SDIST if root is None else root
+    out = BUILD if out is None else out
     junit = out / f"vllm-tests-{label}.xml"
     if junit.exists():
         junit.unlink()
-    env = clean_env(site, (HERE, SDIST_SITE))
+    env = clean_env(site, (HERE, ROOT / "scripts" / "vllm_upstream", SDIST_SITE))
     env.update(HF_HOME=str(hf_home), UPSTREAM_FINDINGS_VLLM=str((site or stock) / "vllm"))
     ignores = [f"--ignore={p}" for p in IGNORED_TESTS if (root / p).exists()]
     res = subprocess.run(
@@ -727,8 +835,9 @@ install_test_deps
     subprocess.run(["bash", "-c", prog], check=True)
 
 
-def hf_cache(out: Path = BUILD) -> Path:
+def hf_cache(out: Path | None = None) -> Path:
     """An offline Hugging Face cache (config.json of each model the tests name)."""
+    out = BUILD if out is None else out
     home = out / "hf-home"
     if home.exists():
         shutil.rmtree(home)
@@ -758,15 +867,15 @@ def main() -> int:
     args = ap.parse_args()
     if args.run_repros:
         return _run_repros(args.ids)
+    stock = use_release(os.environ.get("UPSTREAM_VLLM") or VENV_VERSION)
     if args.show:
-        text = (root_of(args.show[0], site_packages()) / args.show[0]).read_text()
+        text = (root_of(args.show[0], stock) / args.show[0]).read_text()
         node = _defs(ast.parse(text))[args.show[1]]
         seg = _segment(text.splitlines(keepends=True), node)
         print(f"# BASE sha256 {sha256(seg)}")
         print(_dedent(seg, node.col_offset), end="")
         return 0
     t_start = time.monotonic()
-    stock = site_packages()
     ids = args.ids or [f for f in FINDINGS if (FIXES / f"{f}.py").exists()] + [COMBINED]
     for fid in ids:
         if fid not in FINDINGS and fid != COMBINED:
@@ -774,7 +883,10 @@ def main() -> int:
     missing = [f for f in FINDINGS if not (FIXES / f"{f}.py").exists() or not (HERE / f"{f}.py").exists()]
     if args.list:
         for fid in FINDINGS + (COMBINED,):
-            state = "missing" if fid in missing else ", ".join(load_fix(fid).files)
+            try:
+                state = "missing" if fid in missing else ", ".join(load_fix(fid).files)
+            except Refused as exc:
+                state = f"refused on vLLM {VLLM_VERSION}: {exc.reason}"
             print(f"{fid}: {state}")
         return 0
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -782,11 +894,21 @@ def main() -> int:
     log(f"stock vLLM {VLLM_VERSION} at {stock / 'vllm'}")
     ensure_sdist()  # vLLM's tests: run below, and some fixes update them
     built: dict[str, Built] = {}
+    refused: dict[str, str] = {}  # finding -> why it has no fix on this release
     for fid in ids:
-        b = build(fid, stock)
+        try:
+            b = build(fid, stock)
+        except Refused as exc:
+            refused[fid] = exc.reason
+            log(f"{fid}: REFUSED on vLLM {VLLM_VERSION}: {exc.reason} (only its reproduction on stock runs)")
+            continue
         built[fid] = b
         log(f"{fid}: {', '.join(b.fix.files)} -> {b.patch.relative_to(ROOT)} ({b.diff_lines} diff lines, "
             f"applies with patch -p1; {', '.join(b.files)}); copy {b.site.relative_to(ROOT)}")
+        for part, why in b.fix.refused.items():
+            log(f"{fid}: without {part}, refused on vLLM {VLLM_VERSION}: {why}")
+    stock_only = [f for f in ids if f in refused and f != COMBINED]
+    ids = [f for f in ids if f in built]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures: dict[concurrent.futures.Future, str] = {}
@@ -825,8 +947,11 @@ def main() -> int:
             if fid != COMBINED:
                 futures[pool.submit(run_repro, fid, None, stock)] = fid
                 futures[pool.submit(run_repro, fid, built[fid].site, stock)] = fid
+        for fid in stock_only:  # the bug is still there (a fix for it would be needed)
+            futures[pool.submit(run_repro, fid, None, stock)] = fid
         if COMBINED in ids:
-            done_ids = [f for f in FINDINGS if f not in missing]
+            fixed_all = _fixed_by(COMBINED)
+            done_ids = [f for f in FINDINGS if f not in missing and f in fixed_all]
             futures[pool.submit(run_repros_in_one_process, done_ids, built[COMBINED].site)] = COMBINED
         results: list[Result] = []
         for fut in concurrent.futures.as_completed(futures):
@@ -856,10 +981,16 @@ def main() -> int:
     for r in failed:
         print(f"\n===== FAILED: {r.name}: {r.summary}\n{r.output[-6000:]}")
     (BUILD / "summary.json").write_text(json.dumps(
-        [{"name": r.name, "ok": r.ok, "summary": r.summary, "seconds": round(r.seconds, 1)} for r in results], indent=1))
+        [{"name": r.name, "ok": r.ok, "summary": r.summary, "seconds": round(r.seconds, 1)} for r in results]
+        + [{"name": f"{fid} fix", "ok": None, "refused": why} for fid, why in refused.items()], indent=1))
     done = [f for f in FINDINGS if f in ids]
-    log(f"findings checked: {', '.join(done) or '-'}"
+    log(f"vLLM {VLLM_VERSION}: findings checked: {', '.join(done) or '-'}"
         + (f"; not yet done (no reproduction or fix): {', '.join(missing)}" if missing else ""))
+    for fid, why in refused.items():
+        log(f"REFUSED on vLLM {VLLM_VERSION}: {fid}: {why}")
+    if COMBINED in built and built[COMBINED].fix.refused:
+        log(f"{COMBINED} on vLLM {VLLM_VERSION} is every fix that applies there; left out: "
+            + ", ".join(built[COMBINED].fix.refused))
     log(f"{len(results) - len(failed)} of {len(results)} checks passed in {time.monotonic() - t_start:.0f} s")
     return 1 if failed else 0
 

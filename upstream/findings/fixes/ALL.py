@@ -21,10 +21,15 @@ Overlaps resolved here:
   (the one-token widening) and the corrected offload store filter
   (``offload_filter.py``, the fix of O2-O5) both replace it; the filter is
   used, with O1's widening for the configurations it does not model (it
-  fixes O1 too), so O1's file is not combined.
+  fixes O1 too), so O1's file is not combined. On a release where the filter
+  is refused (vLLM 0.34.0), O1's fix for that release takes its place
+  (``FALLBACK``).
 """
 
 COMBINE = ["L1", "L2", "L3", "L4", "L5", "W", "J1", "offload_filter"]
+# On a release where the corrected offload filter is refused (REFUSED in
+# offload_filter.py), O1's fix for that release takes its place.
+FALLBACK = {"offload_filter": "O1"}
 
 TARGETS = {
     "vllm/v1/core/single_type_kv_cache_manager.py": ["SlidingWindowManager.reachable_block_mask"],
@@ -34,6 +39,8 @@ BASE = {
     "SlidingWindowManager.reachable_block_mask": "d6a6091bdc3f7e8b085c2acac7deec8a130b078a5850727b1d17131836605e7e",
     "KVCacheCoordinator.cache_blocks": "e3e02a290b355aba6c6f12e1cb135ba371ca7dddcb050c97d1f424485a318957",
 }
+# The releases whose definitions hash to BASE (byte-identical in each).
+RELEASES = ("0.33.0", "0.34.0")
 
 
 class SlidingWindowManager:

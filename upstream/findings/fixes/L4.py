@@ -42,6 +42,8 @@ BASE = {
     "KVCacheCoordinator.cache_blocks": "e3e02a290b355aba6c6f12e1cb135ba371ca7dddcb050c97d1f424485a318957",
     "test_hybrid_local_kv_retention_mtp_reuses_latest_boundary": "5d85f655f503e08a0bc08c458a4cc1d7aacf598e2f15b1fcebb2aa34b43b47c8",
 }
+# The releases whose definitions hash to BASE (byte-identical in each).
+RELEASES = ("0.33.0", "0.34.0")
 # New methods, each placed after an existing definition.
 AFTER = {
     "KVCacheCoordinator._replay_boundaries": "KVCacheCoordinator.cache_blocks",

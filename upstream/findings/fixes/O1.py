@@ -20,6 +20,9 @@ TARGETS = {
 BASE = {
     "OffloadingConnectorScheduler._reachable_store_block_mask": "b865c481657578fb2c989d83ddb57a163168121806c5458dd86caa837d3f53d5",
 }
+# The release whose definition hashes to BASE; 0.34.0 has its own fix,
+# fixes/0_34_0/O1.py (its use_eagle expression changed).
+RELEASES = ("0.33.0",)
 
 
 class OffloadingConnectorScheduler:

@@ -41,6 +41,20 @@ BASE = {
     "test_retention_interval_sparsifies_swa_stores": "341f85a53b71966be960bfb41c0c8b9f795363f50a84951d4751959052080590",
     "test_retention_interval_zero_stores_only_replay_boundary": "2d6950043ed5ac1b4897412b8bf374ec8759b1764e4f36e18345f5f3b98970c6",
 }
+# The release whose definitions hash to BASE.
+RELEASES = ("0.33.0",)
+# Releases without this fix, and why (check.py refuses it there).
+REFUSED = {
+    "0.34.0": (
+        "the filter's model (pyspec/offload.py, included in store_filter.py) transcribes "
+        "0.33.0's offload store path and lookup, and 0.34.0 changed both: 8 of the 13 "
+        "functions the adapter's offload_filter binding reads (the EAGLE drop only with "
+        "legacy block hashes, the window - 1 before the load caps, _lookup_partial_tail_hit, "
+        "finished-request store caps, null blocks in src_block_ids) and "
+        "OffloadingConnectorScheduler._reachable_store_block_mask itself (use_eagle off "
+        "with lookahead block hashes); no filter is written for 0.34.0's code"
+    ),
+}
 NEW_FILES = {
     "vllm/distributed/kv_transfer/kv_connector/v1/offloading/store_filter.py": "offload_store_filter.py",
 }
