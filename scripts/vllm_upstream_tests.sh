@@ -76,15 +76,16 @@ log() { printf '%s\n' "vllm-upstream: $*"; }
 # files tests read from outside tests/): the sdist's vllm/ source must not
 # shadow the installed vLLM. A cached copy made with another KEPT is fetched
 # again; the old copy stays until the new one is complete.
-KEPT=(
-    tests
-    pyproject.toml
-    PKG-INFO
-    # 0.34.0's tests/v1/core/test_prompt_block_hash_vectors.py: the Rust
-    # frontend's prompt block hashes, which the engine's must equal
-    rust/src/engine-core-client/src/tests/prompt_block_hash_vectors.json
-)
 fetch_sdist() {
+    # (inside the function: upstream/swa_stride/fetch_vllm_tests.sh runs it alone)
+    local -a KEPT=(
+        tests
+        pyproject.toml
+        PKG-INFO
+        # 0.34.0's tests/v1/core/test_prompt_block_hash_vectors.py: the Rust
+        # frontend's prompt block hashes, which the engine's must equal
+        rust/src/engine-core-client/src/tests/prompt_block_hash_vectors.json
+    )
     if [[ -f $SRC/.complete && $(cat "$SRC/.complete") == "${KEPT[*]}" ]]; then
         log "vLLM $VLLM_VERSION sdist tests: reusing the cached copy in ${SRC#"$ROOT"/} (no download)"
         return
