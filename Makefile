@@ -17,6 +17,18 @@ REQS := requirements/dev.txt requirements/torch-cpu.txt requirements/vllm.txt re
 # can turn it into a warning).
 BUILD_ENV := SWA_PREFIX_CACHE_NATIVE=required
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# The project's installs skip pip's cache: on a machine with no local
+# mirror, the several GB of wheels a fresh `make check` downloads would sit on the
+# disk a second time (the download is seconds; docs/check.md).
+export PIP_NO_CACHE_DIR ?= 1
+# Byte-identical large files across the installs (the nvidia libraries in
+# both matrix venvs, vLLM 0.33.0's kernels, the CPU torch) become one file:
+# $(call dedupe,DIR) after DIR's install, before its stamp.
+INSTALL_ROOTS := .venv .venv-e2e .venv-peers build/venvs build/releases
+dedupe = $(PYTHON) scripts/dedupe_installs.py $(INSTALL_ROOTS) --complete $(1)
+# What a fresh `make check` installs, with room for pip's unpacking
+# (docs/check.md); 0 skips the check.
+CHECK_DISK_GB ?= 25
 
 CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
@@ -279,6 +291,7 @@ $(E2E_STAMP): requirements/e2e.txt requirements/e2e-constraints.txt requirements
 	$(E2E_PIP) -r requirements/torch-cpu.txt
 	$(E2E_PIP) -c requirements/e2e-constraints.txt -r requirements/e2e.txt -r requirements/dev.txt
 	$(E2E_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(call dedupe,$(E2E_VENV))
 	touch $@
 
 $(E2E_WHEEL_STAMP): $(E2E_STAMP) $(DIST_STAMP)
@@ -329,18 +342,25 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 # test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: apt-tools check-setup-and-proofs vllm-upstream-tests check-test-and-next ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
+check: disk-budget apt-tools check-setup-and-proofs vllm-upstream-tests check-test-and-next ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 
+disk-budget:
+	$(PYTHON) scripts/disk_budget.py --need-gb $(CHECK_DISK_GB) $(INSTALL_ROOTS)
+
 # Two pairs of check's steps run side by side on the machine's two cores
-# (-O: each one's output printed whole when it ends). The venv's install
-# (mostly download and unpacking) beside WP's proofs, which need only the
-# Frama-C tools; the main test suite (one pytest process) beside vLLM's newest
-# release's own tests (another), which share no file.
-.PHONY: check-setup-and-proofs check-test-and-next
+# (-O: each one's output printed whole when it ends). Every install of
+# check's (the venvs and vLLM's releases: mostly download and unpacking, one
+# at a time) beside WP's proofs, which need only the Frama-C tools; the main
+# test suite (one pytest process) beside vLLM's newest release's own tests
+# (another), which share no file.
+CHECK_INSTALLS = $(STAMP) $(E2E_STAMP) $(PEERS_STAMP) \
+	$(foreach id,py312 py313 $(if $(PY314),py314),$(MATRIX_VENVS)/$(id)/.setup-stamp) \
+	$(foreach v,$(VLLM_RELEASES),$(RELEASES_DIR)/$(v)/.stamp)
+.PHONY: disk-budget check-setup-and-proofs check-test-and-next
 check-setup-and-proofs: apt-tools
-	$(MAKE) --no-print-directory -j2 -O $(STAMP) verify-c
+	$(MAKE) --no-print-directory -j2 -O verify-c $(CHECK_INSTALLS)
 
 check-test-and-next: setup lib ext
 	$(MAKE) --no-print-directory build/releases/$(VLLM_UPSTREAM_NEXT)/.stamp

