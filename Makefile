@@ -34,17 +34,17 @@ CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
 CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-C_SRC := extracted_c/prefix_cache.c extracted_c/prefix_cache.h extracted_c/prefix_cache_probe.c \
-	extracted_c/joint.c extracted_c/joint.h extracted_c/reachable.c extracted_c/reachable.h \
-	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c \
-	extracted_c/params.c extracted_c/params.h
+C_SRC := extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache.h extracted_c/proved/prefix_cache_probe.c \
+	extracted_c/proved/joint.c extracted_c/proved/joint.h extracted_c/proved/reachable.c extracted_c/proved/reachable.h \
+	extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h extracted_c/proved/full_attention_probe.c \
+	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h extracted_c/proved/offload_lookup_probe.c \
+	extracted_c/proved/params.c extracted_c/proved/params.h
 # The library: the proved mask instance and the probe instance, which is
 # prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
-C_UNITS := extracted_c/prefix_cache.c extracted_c/prefix_cache_probe.c \
-	extracted_c/joint.c extracted_c/reachable.c \
-	extracted_c/full_attention.c extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup.c extracted_c/offload_lookup_probe.c extracted_c/params.c
+C_UNITS := extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache_probe.c \
+	extracted_c/proved/joint.c extracted_c/proved/reachable.c \
+	extracted_c/proved/full_attention.c extracted_c/proved/full_attention_probe.c \
+	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup_probe.c extracted_c/proved/params.c
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
@@ -101,10 +101,10 @@ apt-tools:
 # native core kv_index._kvnative (its glue KVNATIVE_C around the proved
 # joint.c and prefix_cache.c), rebuilt in place when their sources change.
 # `pip install .` builds the same things.
-HOTPATH_C := extracted_c/hotpath_module.c extracted_c/hotpath_pool.c extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
-	extracted_c/full_attention.c extracted_c/full_attention.h extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup.c extracted_c/offload_lookup.h extracted_c/offload_lookup_probe.c
-KVNATIVE_C := extracted_c/kvindex_module.c extracted_c/kvindex_sha256.c extracted_c/kvindex_sha256.h
+HOTPATH_C := extracted_c/glue/hotpath_module.c extracted_c/glue/hotpath_pool.c extracted_c/glue/hotpath_pool.h extracted_c/glue/hotpath_dict.h extracted_c/glue/hotpath_siphash.h \
+	extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h extracted_c/proved/full_attention_probe.c \
+	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h extracted_c/proved/offload_lookup_probe.c
+KVNATIVE_C := kv_index/glue/kvindex_module.c kv_index/glue/kvindex_sha256.c kv_index/glue/kvindex_sha256.h
 HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
@@ -125,13 +125,13 @@ $(LIB): $(C_SRC)
 # the CPython glue, both instrumented; ffi-test-asan loads it in place of the
 # in-place build through $SWA_PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
-HOTPATH_ASAN_SRC := extracted_c/prefix_cache_probe.c extracted_c/full_attention_probe.c \
-	extracted_c/offload_lookup_probe.c extracted_c/params.c extracted_c/hotpath_pool.c \
-	extracted_c/hotpath_module.c
+HOTPATH_ASAN_SRC := extracted_c/proved/prefix_cache_probe.c extracted_c/proved/full_attention_probe.c \
+	extracted_c/proved/offload_lookup_probe.c extracted_c/proved/params.c extracted_c/glue/hotpath_pool.c \
+	extracted_c/glue/hotpath_module.c
 # kv_index._kvnative instrumented the same way, loaded through $SWA_PREFIX_CACHE_KVNATIVE.
 KVNATIVE_ASAN := build/asan/_kvnative.so
-KVNATIVE_ASAN_SRC := extracted_c/prefix_cache.c extracted_c/joint.c extracted_c/params.c \
-	extracted_c/kvindex_sha256.c extracted_c/kvindex_module.c
+KVNATIVE_ASAN_SRC := extracted_c/proved/prefix_cache.c extracted_c/proved/joint.c extracted_c/proved/params.c \
+	kv_index/glue/kvindex_sha256.c kv_index/glue/kvindex_module.c
 
 lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN) $(KVNATIVE_ASAN)
 
@@ -147,7 +147,7 @@ define asan_extension
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
-		-Iextracted_c -o $@ $(1)
+		-Iextracted_c/proved -o $@ $(1)
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 endef
 
@@ -162,7 +162,7 @@ $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
 	$(CC) -std=c99 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ benchmarks/bench_core.c $(C_UNITS)
 
 verify-c: apt-tools
-	bash extracted_c/verify.sh build/wp
+	bash extracted_c/proved/verify.sh build/wp
 
 # ---- tests -------------------------------------------------------------------
 # The whole suite on .venv (CPython 3.11, vLLM 0.33.0); its counts go into
@@ -242,13 +242,14 @@ DIST := dist
 DIST_STAMP := $(DIST)/.built
 BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
 PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
-	$(wildcard extracted_c/*.c extracted_c/*.h extracted_c/*.py pyspec/*.py vllm_adapter/*.py kv_index/*.py)
-SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/prefix_cache.c extracted_c/prefix_cache.h \
-	extracted_c/prefix_cache_probe.c extracted_c/full_attention.c extracted_c/full_attention.h \
-	extracted_c/full_attention_probe.c extracted_c/offload_lookup.c extracted_c/offload_lookup.h \
-	extracted_c/offload_lookup_probe.c extracted_c/hotpath_module.c extracted_c/hotpath_pool.c \
-	extracted_c/hotpath_pool.h extracted_c/hotpath_dict.h extracted_c/hotpath_siphash.h \
-	extracted_c/joint.c extracted_c/joint.h extracted_c/params.c extracted_c/params.h $(KVNATIVE_C)
+	$(wildcard extracted_c/proved/*.[ch] extracted_c/glue/*.[ch] kv_index/glue/*.[ch] extracted_c/*.py \
+		pyspec/*.py vllm_adapter/*.py kv_index/*.py)
+SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache.h \
+	extracted_c/proved/prefix_cache_probe.c extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h \
+	extracted_c/proved/full_attention_probe.c extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h \
+	extracted_c/proved/offload_lookup_probe.c extracted_c/glue/hotpath_module.c extracted_c/glue/hotpath_pool.c \
+	extracted_c/glue/hotpath_pool.h extracted_c/glue/hotpath_dict.h extracted_c/glue/hotpath_siphash.h \
+	extracted_c/proved/joint.c extracted_c/proved/joint.h extracted_c/proved/params.c extracted_c/proved/params.h $(KVNATIVE_C)
 
 .PHONY: dist
 dist: $(DIST_STAMP)

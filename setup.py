@@ -2,19 +2,19 @@
 native core, ``kv_index._kvnative`` (everything else is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
-apart from the glue. ``extracted_c/prefix_cache_probe.c``,
-``extracted_c/full_attention_probe.c`` and
-``extracted_c/offload_lookup_probe.c`` (prefix_cache.c, full_attention.c
+apart from the glue. ``extracted_c/proved/prefix_cache_probe.c``,
+``extracted_c/proved/full_attention_probe.c`` and
+``extracted_c/proved/offload_lookup_probe.c`` (prefix_cache.c, full_attention.c
 and offload_lookup.c in their probe instances, the texts Frama-C/WP proves)
-and ``extracted_c/params.c`` (the proved run length and alignment period)
+and ``extracted_c/proved/params.c`` (the proved run length and alignment period)
 are compiled with the flags ``make lib`` uses for the library (C99,
 pedantic, warnings as errors); the CPython glue
-(``extracted_c/hotpath_module.c``, ``extracted_c/hotpath_pool.c``) is
+(``extracted_c/glue/hotpath_module.c``, ``extracted_c/glue/hotpath_pool.c``) is
 compiled with Python's own flags plus GLUE_FLAGS (warnings as errors); all
 are linked into one extension module. ``kv_index._kvnative`` is built the
-same way: the proved ``extracted_c/prefix_cache.c``, ``extracted_c/joint.c``
-and ``extracted_c/params.c`` (mask instance, unchanged) with the library's flags, its glue
-(``extracted_c/kvindex_module.c``, ``extracted_c/kvindex_sha256.c``) with
+same way: the proved ``extracted_c/proved/prefix_cache.c``, ``extracted_c/proved/joint.c``
+and ``extracted_c/proved/params.c`` (mask instance, unchanged) with the library's flags, its glue
+(``kv_index/glue/kvindex_module.c``, ``kv_index/glue/kvindex_sha256.c``) with
 Python's flags plus GLUE_FLAGS.
 
 A failed native build (no C compiler, no Python headers, a compile error)
@@ -44,15 +44,15 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CORE_SOURCES = [
-    "extracted_c/prefix_cache_probe.c",
-    "extracted_c/full_attention_probe.c",
-    "extracted_c/offload_lookup_probe.c",
-    "extracted_c/params.c",
+    "extracted_c/proved/prefix_cache_probe.c",
+    "extracted_c/proved/full_attention_probe.c",
+    "extracted_c/proved/offload_lookup_probe.c",
+    "extracted_c/proved/params.c",
 ]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
-GLUE_SOURCES = ["extracted_c/hotpath_module.c", "extracted_c/hotpath_pool.c"]
-KV_CORE_SOURCES = ["extracted_c/prefix_cache.c", "extracted_c/joint.c", "extracted_c/params.c"]
-KV_GLUE_SOURCES = ["extracted_c/kvindex_module.c", "extracted_c/kvindex_sha256.c"]
+GLUE_SOURCES = ["extracted_c/glue/hotpath_module.c", "extracted_c/glue/hotpath_pool.c"]
+KV_CORE_SOURCES = ["extracted_c/proved/prefix_cache.c", "extracted_c/proved/joint.c", "extracted_c/proved/params.c"]
+KV_GLUE_SOURCES = ["kv_index/glue/kvindex_module.c", "kv_index/glue/kvindex_sha256.c"]
 # The proved C each extension links, compiled apart from its glue.
 CORE = {"extracted_c._hotpath": CORE_SOURCES, "kv_index._kvnative": KV_CORE_SOURCES}
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
@@ -99,7 +99,7 @@ class BuildHotPath(build_ext):
             objects = self.compiler.compile(
                 CORE[ext.name],
                 output_dir=self.build_temp,
-                include_dirs=["extracted_c"],
+                include_dirs=["extracted_c/proved"],
                 extra_postargs=CORE_FLAGS,
                 debug=self.debug,
             )
@@ -137,24 +137,24 @@ setup(
         Extension(
             "extracted_c._hotpath",
             sources=GLUE_SOURCES,
-            include_dirs=["extracted_c"],
-            depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
-                     "extracted_c/prefix_cache_probe.c", "extracted_c/full_attention.c",
-                     "extracted_c/full_attention.h", "extracted_c/full_attention_probe.c",
-                     "extracted_c/offload_lookup.c", "extracted_c/offload_lookup.h",
-                     "extracted_c/offload_lookup_probe.c", "extracted_c/hotpath_pool.h",
-                     "extracted_c/hotpath_dict.h", "extracted_c/hotpath_siphash.h",
-                     "extracted_c/params.c", "extracted_c/params.h"],
+            include_dirs=["extracted_c/proved"],
+            depends=["extracted_c/proved/prefix_cache.c", "extracted_c/proved/prefix_cache.h",
+                     "extracted_c/proved/prefix_cache_probe.c", "extracted_c/proved/full_attention.c",
+                     "extracted_c/proved/full_attention.h", "extracted_c/proved/full_attention_probe.c",
+                     "extracted_c/proved/offload_lookup.c", "extracted_c/proved/offload_lookup.h",
+                     "extracted_c/proved/offload_lookup_probe.c", "extracted_c/glue/hotpath_pool.h",
+                     "extracted_c/glue/hotpath_dict.h", "extracted_c/glue/hotpath_siphash.h",
+                     "extracted_c/proved/params.c", "extracted_c/proved/params.h"],
             extra_compile_args=GLUE_FLAGS,
         ),
         Extension(
             "kv_index._kvnative",
             sources=KV_GLUE_SOURCES,
-            include_dirs=["extracted_c"],
-            depends=["extracted_c/prefix_cache.c", "extracted_c/prefix_cache.h",
-                     "extracted_c/joint.c", "extracted_c/joint.h",
-                     "extracted_c/kvindex_sha256.h", "extracted_c/params.c",
-                     "extracted_c/params.h"],
+            include_dirs=["extracted_c/proved"],
+            depends=["extracted_c/proved/prefix_cache.c", "extracted_c/proved/prefix_cache.h",
+                     "extracted_c/proved/joint.c", "extracted_c/proved/joint.h",
+                     "kv_index/glue/kvindex_sha256.h", "extracted_c/proved/params.c",
+                     "extracted_c/proved/params.h"],
             extra_compile_args=GLUE_FLAGS,
         ),
     ],

@@ -13,7 +13,7 @@ interleaved (medians):
 * ``kv_index``: ``index.score(prompt)`` on its production core, the native
   one (kv_index._kvnative: the hash chain in C, SHA-NI when the CPU has it;
   the per-group key sets in C; the masks and the proved joint_lookup of
-  extracted_c/joint.c), or, when the extension is not built, the
+  extracted_c/proved/joint.c), or, when the extension is not built, the
   pure-Python reference (kv_index/hashing.py and pyspec). The output says
   which core answered; ``SWA_PREFIX_CACHE_STRICT_NATIVE=1`` makes a missing
   extension an error.

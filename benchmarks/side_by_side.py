@@ -21,7 +21,7 @@ from benchmarks.timing import interleaved, reps_for
 Job = tuple[Any, Callable[[], object]]  # (what to put on vLLM's classes, the call)
 
 # The column of ours with the native pool probe's read-ahead off
-# (extracted_c/hotpath_pool.c): what the prefetching is worth in a row.
+# (extracted_c/glue/hotpath_pool.c): what the prefetching is worth in a row.
 NO_AHEAD = "ours, read-ahead off"
 
 

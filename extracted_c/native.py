@@ -18,7 +18,7 @@ from cffi import FFI
 from pyspec import settings
 from pyspec.search import HitResult
 
-# Mirrors extracted_c/prefix_cache.h; tests/test_ffi.py checks they agree.
+# Mirrors extracted_c/proved/prefix_cache.h; tests/test_ffi.py checks they agree.
 CDEF = """
 typedef struct { int64_t length; int64_t first_real; int64_t probes; } pc_hit_result;
 int64_t stride_search(const uint8_t *cached, int64_t n, int64_t need,
@@ -237,7 +237,7 @@ def legacy_scan(
 
 # ---- the multi-group lookup and the store mask (joint.h, reachable.h) ------
 
-# Mirrors extracted_c/joint.h and extracted_c/reachable.h;
+# Mirrors extracted_c/proved/joint.h and extracted_c/proved/reachable.h;
 # tests/test_ffi_joint.py checks they agree.
 CDEF_JOINT = """
 typedef struct { int64_t block_size; int64_t sliding_window; int64_t mask_offset; int64_t mask_len; int is_full; int eagle; } pc_group;
@@ -445,7 +445,7 @@ def joint_lookup(
 
 # ---- the full-attention lookup (full_attention.h) ---------------------------
 
-# Mirrors extracted_c/full_attention.h; tests/test_ffi_full.py checks they agree.
+# Mirrors extracted_c/proved/full_attention.h; tests/test_ffi_full.py checks they agree.
 CDEF_FULL = """
 typedef struct { int64_t hit_tokens; int64_t num_blocks; int64_t prefix; int64_t tail; int64_t probes; } fa_hit_result;
 void full_hit(const uint8_t *cached, int64_t n_cached, const uint8_t *fine_cached, int64_t n_fine,
@@ -602,7 +602,7 @@ def full_hit_probe(
 
 # ---- the KV-offload sliding-window lookup (offload_lookup.h) ---------------
 
-# Mirrors extracted_c/offload_lookup.h; tests/test_ffi_offload.py checks it.
+# Mirrors extracted_c/proved/offload_lookup.h; tests/test_ffi_offload.py checks it.
 CDEF_OFFLOAD = """
 typedef uint8_t (*pc_tri_probe_fn)(void *ctx, int64_t i);
 int64_t offload_stride_search(const uint8_t *chunks, int64_t n, int64_t window, int64_t initial_window, int64_t *probes);
@@ -717,7 +717,7 @@ def offload_stride_search_probe(
 
 # ---- the lookup parameters (params.h) ---------------------------------------
 
-# Mirrors extracted_c/params.h; tests/test_params.py checks they agree.
+# Mirrors extracted_c/proved/params.h; tests/test_params.py checks they agree.
 CDEF_PARAMS = """
 int64_t contiguous_blocks_for_hit(int64_t sliding_window, int64_t block_size, int eagle);
 int64_t search_need(int64_t sliding_window, int64_t block_size, int eagle);

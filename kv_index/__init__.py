@@ -6,7 +6,7 @@ updated from the replica's ``KVEventBatch`` stream; ``score`` recomputes the
 prompt's block-hash chain as vLLM does and answers with the joint lookup,
 i.e. what that replica's ``KVCacheManager.get_computed_blocks`` would
 return now (docs/kv-index.md): on the native core (kv_index._kvnative: the
-chain, the key sets and the proved extracted_c/joint.c in C) when it is
+chain, the key sets and the proved extracted_c/proved/joint.c in C) when it is
 built, else on the pure-Python reference (pyspec).
 
     from kv_index import KVIndex, ReplicaLayout

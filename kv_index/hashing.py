@@ -16,7 +16,7 @@ the index stores one kind of key whatever the replica publishes.
 tests/test_kv_index.py checks these against vLLM's own functions.
 
 This is the reference chain. ``KVIndex``'s native core computes the sha256
-chain in C (extracted_c/kvindex_module.c: the same pickle bytes, SHA-NI
+chain in C (kv_index/glue/kvindex_module.c: the same pickle bytes, SHA-NI
 when the CPU has it), and declines to this one for what it does not encode
 (ints beyond [-2**63, 2**64), a block pickle past one 64 KiB frame);
 sha256_cbor stays here, in Python, and NONE_HASH is computed here once per

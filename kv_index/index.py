@@ -25,7 +25,7 @@ minus one (``get_computed_blocks``' default ``max_cache_hit_length``).
 Two cores, one answer. The native core (kv_index/native.py: the extension
 ``kv_index._kvnative``) is the production path: the chain in C (sha256;
 sha256_cbor stays in Python), each group's keys in a C hash set, the
-masks and the proved ``group_hit`` / ``joint_lookup`` of extracted_c/joint.c
+masks and the proved ``group_hit`` / ``joint_lookup`` of extracted_c/proved/joint.c
 in one call per replica. The pure-Python path above (dicts and pyspec) is
 the reference, and the fallback when the extension is not built (said once
 in the log); ``KVIndex(native=False)`` asks for it. tests/test_kv_native.py

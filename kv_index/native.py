@@ -1,7 +1,7 @@
 """Loader of kv_index's native core, the extension ``kv_index._kvnative``
 (built by setup.py like ``extracted_c._hotpath``; glue:
-extracted_c/kvindex_module.c and kvindex_sha256.c; lookups: the proved
-extracted_c/joint.c and prefix_cache.c, compiled unchanged).
+kv_index/glue/kvindex_module.c and kvindex_sha256.c; lookups: the proved
+extracted_c/proved/joint.c and prefix_cache.c, compiled unchanged).
 
 When it is not built (``SWA_PREFIX_CACHE_NATIVE=optional`` without a C
 compiler, free-threaded CPython), ``KVIndex`` scores with the pure-Python

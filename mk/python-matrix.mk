@@ -149,16 +149,16 @@ $(AARCH64_SYSROOT_STAMP):
 AARCH64_PYCFLAGS = cfg=$$(ls $(AARCH64_SYSROOT)/usr/lib/python$(AARCH64_PY)/_sysconfigdata__linux_aarch64-linux-gnu.py 2>/dev/null | head -1); \
 	pycflags=$$($(PY) -c 'import runpy,sys; v=runpy.run_path(sys.argv[1])["build_time_vars"]; print(v["CFLAGS"], v["CCSHARED"])' $$cfg \
 		| sed -e 's/-ffile-prefix-map=[^ ]*//g' -e 's/-fdebug-prefix-map=[^ ]*//g'); \
-	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iextracted_c"
+	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iextracted_c/proved"
 
 $(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
 	for u in prefix_cache_probe full_attention_probe offload_lookup_probe params; do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c extracted_c/proved/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
 	for u in hotpath_module hotpath_pool; do \
-		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
+		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/glue/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
 	$(AARCH64_CC) $(CFLAGS_LIB) -o $(AARCH64)/libprefix_cache.so $(C_UNITS); \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
@@ -172,10 +172,10 @@ $(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
 	for u in prefix_cache joint params; do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c extracted_c/proved/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
 	for u in kvindex_module kvindex_sha256; do \
-		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
-	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E extracted_c/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
+		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c kv_index/glue/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
+	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E kv_index/glue/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
 		|| { set +x; echo "kvindex_sha256.c: SHA-NI code compiled for aarch64"; exit 1; }; \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj-kv/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }

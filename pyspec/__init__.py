@@ -1,7 +1,7 @@
 """Executable specification of vLLM's sliding-window prefix-cache lookup.
 
 Pure Python, standard library only. Every name here has a twin in Lean/
-(camelCase) and in extracted_c/ (snake_case), so a theorem, a C contract and
+(camelCase) and in extracted_c/proved/ (snake_case), so a theorem, a C contract and
 a Python test can be read side by side.
 
 The model: block ``i`` of a request is *cached* when ``cached[i]`` is true

@@ -5,7 +5,7 @@ Source: ``FullAttentionManager.find_longest_cache_hit`` in
 ``resolve_block_hashes`` and ``BlockHashListWithBlockSize`` from
 ``vllm/v1/core/kv_cache_utils.py``. Same names in Lean
 (``Lean/PrefixCache/Spec/Full.lean``: ``fullHit``, ``legacyFullScan``) and C
-(``extracted_c/full_attention.h``: ``full_hit``, ``legacy_full_scan``).
+(``extracted_c/proved/full_attention.h``: ``full_hit``, ``legacy_full_scan``).
 
 The model. vLLM probes two lists of hashes with ``get_cached_block``:
 

@@ -9,7 +9,7 @@ chunk alone, so the whole lookup is a function of a mask
 ``chunks[i] in {MISS, HIT, HIT_PENDING}`` (0, 1, 2) and the two window sizes.
 
 Three functions, with twins in ``Lean/PrefixCache/Spec/Offload.lean``
-(camelCase) and ``extracted_c/offload_lookup.{h,c}`` (snake_case):
+(camelCase) and ``extracted_c/proved/offload_lookup.{h,c}`` (snake_case):
 
 * ``legacy_offload_scan``: vLLM's loop, transcribed line for line;
 * ``offload_lookup``: the declarative answer (what the loop computes);

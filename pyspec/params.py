@@ -1,6 +1,6 @@
 """vLLM's lookup parameters, reduced to the three numbers the search needs.
 
-The one Python twin of the proved ``extracted_c/params.c``
+The one Python twin of the proved ``extracted_c/proved/params.c``
 (``contiguous_blocks_for_hit``, ``search_need``, ``alignment_period``, same
 names); ``tests/test_params.py`` checks that the two agree, and with vLLM's
 own ``SlidingWindowManager._contiguous_blocks_for_hit``.

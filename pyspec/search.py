@@ -1,6 +1,6 @@
 """The stride search, the prefix fallback, and their composition ``find_hit``.
 
-Definitions (the same in Lean/Spec and extracted_c/prefix_cache.h):
+Definitions (the same in Lean/Spec and extracted_c/proved/prefix_cache.h):
 
 * a *window* is a half-open block range ``[end - need, end)``;
 * it is *valid* when every block in it is cached (``valid_window``);

@@ -1,4 +1,4 @@
-"""The C full-attention lookup (extracted_c/full_attention.{h,c}) against pyspec.full.
+"""The C full-attention lookup (extracted_c/proved/full_attention.{h,c}) against pyspec.full.
 
 For every input: the C ``full_hit`` (mask instance, proved by WP), the C
 ``full_hit_probe`` (probe instance, same text), the C ``legacy_full_scan``
@@ -173,7 +173,7 @@ def test_probe_exception_propagates() -> None:
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are the header's prototypes, token for token."""
-    header = Path(native.__file__).with_name("full_attention.h").read_text()
+    header = Path(native.__file__).with_name("proved").joinpath("full_attention.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

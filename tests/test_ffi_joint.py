@@ -1,5 +1,5 @@
-"""The C multi-group lookup and store mask (extracted_c/joint.c,
-extracted_c/reachable.c) against pyspec.
+"""The C multi-group lookup and store mask (extracted_c/proved/joint.c,
+extracted_c/proved/reachable.c) against pyspec.
 
 * ``reachable_mask``: exhaustively on small parameters (block sizes 1..3,
   every alignment kind, windows 0..3*bs+2, EAGLE, dense / no / sparse
@@ -52,7 +52,7 @@ SETTINGS = settings(
 
 def test_cdef_matches_headers() -> None:
     """The loader's declarations are the headers' prototypes, token for token."""
-    here = Path(native.__file__).parent
+    here = Path(native.__file__).parent / "proved"
     text = ""
     for name in ("joint.h", "reachable.h"):
         header = (here / name).read_text()

@@ -1,4 +1,4 @@
-"""The C KV-offload lookup (extracted_c/offload_lookup.c, through
+"""The C KV-offload lookup (extracted_c/proved/offload_lookup.c, through
 extracted_c/native.py) equals pyspec/offload_lookup.py.
 
 Exhaustive on every three-valued mask of up to 7 chunks, every window

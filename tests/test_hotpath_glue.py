@@ -1,4 +1,4 @@
-"""The native hot path's glue (extracted_c/hotpath_module.c), which is not
+"""The native hot path's glue (extracted_c/glue/hotpath_module.c), which is not
 proved, against vLLM's own method on vLLM's real BlockPool.
 
 * every mask of up to 12 blocks and hypothesis cases of up to a few thousand

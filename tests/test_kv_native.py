@@ -445,15 +445,16 @@ def _build_mutant(tmp_path: Path, name: str) -> Path:
     cc = os.environ.get("CC", "gcc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc})")
-    source = (ROOT / "extracted_c" / "kvindex_module.c").read_text()
+    glue = ROOT / "kv_index" / "glue"
+    source = (glue / "kvindex_module.c").read_text()
     old, new = MUTANTS[name]
     assert source.count(old) == 1, f"mutant {name!r}: the line to mutate is gone"
     mutated = tmp_path / "kvindex_module.c"
     mutated.write_text(source.replace(old, new))
     out = tmp_path / "_kvnative.so"
-    c = ROOT / "extracted_c"
+    c = ROOT / "extracted_c" / "proved"
     subprocess.run([cc, "-O1", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", f"-I{c}",
-                    "-o", str(out), str(mutated), str(c / "kvindex_sha256.c"), str(c / "joint.c"),
+                    f"-I{glue}", "-o", str(out), str(mutated), str(glue / "kvindex_sha256.c"), str(c / "joint.c"),
                     str(c / "params.c"), str(c / "prefix_cache.c")], check=True, capture_output=True, timeout=300)
     return out
 

@@ -1,4 +1,4 @@
-"""The lookup parameters: the proved C (extracted_c/params.c through the
+"""The lookup parameters: the proved C (extracted_c/proved/params.c through the
 cffi library) against its one Python twin (pyspec/params.py) and against
 vLLM's own ``SlidingWindowManager._contiguous_blocks_for_hit``.
 
@@ -42,7 +42,7 @@ def _vllm_contiguous_blocks(window: int, block_size: int, eagle: bool) -> int:
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are params.h's prototypes, token for token."""
-    header = (Path(native.__file__).parent / "params.h").read_text()
+    header = (Path(native.__file__).parent / "proved" / "params.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

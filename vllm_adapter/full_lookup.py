@@ -4,9 +4,9 @@ vLLM's full-attention lookup reads the cached run of blocks from block 0
 (one ``get_cached_block`` per cached block, the whole prompt when it is
 cached) and, in fine-grained mode, the hash boundaries of the next block.
 The replacement is the extension's ``Lookup`` of kind ``full_attention``:
-the proved ``full_hit_probe`` (extracted_c/full_attention.c, probe
+the proved ``full_hit_probe`` (extracted_c/proved/full_attention.c, probe
 instance) with the pool probe and vLLM's lists in C, one call per lookup
-(extracted_c/hotpath_module.c). There is no Python core for it: any input
+(extracted_c/glue/hotpath_module.c). There is no Python core for it: any input
 the extension does not model (DCP > 1, another pool, a patched probe, odd
 group ids, hashes that are not bytes) is answered by vLLM's own method, and
 so is any call after a failure of ours (told to ``on_error`` first).

@@ -4,7 +4,7 @@
 vLLM scans every chunk right to left, one ``manager.lookup(key)`` per
 chunk. For a manager whose lookup is pure and never answers ``RETRY`` the
 answer is a function of a three-valued chunk mask, and the proved stride
-search (``offload_stride_search``: extracted_c/offload_lookup.c through the
+search (``offload_stride_search``: extracted_c/proved/offload_lookup.c through the
 extension, or pyspec/offload_lookup.py with the python core) returns the
 same value while asking the manager about ``N / W + 2W`` chunks.
 

@@ -105,20 +105,13 @@ def counts(states: dict[str, str], only: str | None = None) -> str:
 
 
 def use_release() -> Path:
-    """Point upstream/findings/check.py at release ``VERSION`` (its sdist tests
-    and version); the folder holding that release's ``vllm`` package."""
+    """Point upstream/findings/check.py at release ``VERSION`` (its sdist tests,
+    version and build folder: ``findings.use_release``); the folder holding
+    that release's ``vllm`` package."""
     if VERSION not in FIXES:
         raise SystemExit(f"no block_offsets replacement for vLLM {VERSION} "
                          f"(known: {', '.join(FIXES)})")
-    if VERSION == VENV_VERSION:
-        return findings.site_packages()
-    site = ROOT / "build" / "releases" / VERSION
-    if not (site / ".stamp").is_file() or not (site / f"vllm-{VERSION}.dist-info").is_dir():
-        raise SystemExit(f"vLLM {VERSION} is not installed in {site.relative_to(ROOT)} "
-                         f"(make {site.relative_to(ROOT)}/.stamp)")
-    findings.VLLM_VERSION = VERSION
-    findings.SDIST = ROOT / "build" / "vllm-upstream" / f"vllm-{VERSION}"
-    return site
+    return findings.use_release(VERSION)
 
 
 def vllm_sessions(built: findings.Built, stock_site: Path) -> bool:
@@ -182,10 +175,6 @@ def main() -> int:
     findings.ensure_sdist()
     since = time.time()
     built = findings.build(FIXES[VERSION], stock_site, fixes=HERE, out=OUT)
-    # The patched copy reports its release's version too.
-    info = stock_site / f"vllm-{VERSION}.dist-info"
-    if info.is_dir() and not (built.site / info.name).exists():
-        subprocess.run(["cp", "-al", str(info), str(built.site / info.name)], check=True)
     say(f"{', '.join(built.fix.files)} -> {built.patch.relative_to(ROOT)} ({built.diff_lines} diff "
         f"lines, applies with patch -p1: {', '.join(built.files)}); hard-linked copy "
         f"{built.site.relative_to(ROOT)}, the venv's files unchanged")

@@ -7,7 +7,7 @@
 # `import math`). The class around it is a stub so that this file is valid
 # Python; it is never imported. The body is pyspec's stride_search followed by
 # prefix_fallback (pyspec/search.py, proved equal to vLLM's scan in
-# extracted_c/prefix_cache.c and Lean/PrefixCache), with vLLM's names and its
+# extracted_c/proved/prefix_cache.c and Lean/PrefixCache), with vLLM's names and its
 # BlockPool.get_cached_block probe.
 import math
 

@@ -5,7 +5,7 @@ import PrefixCache.Spec.Stride
 # vLLM's full-attention lookup
 
 `FullAttentionManager.find_longest_cache_hit` of vLLM 0.33.0, on two masks
-(same names as `pyspec/full.py` and `extracted_c/full_attention.h`):
+(same names as `pyspec/full.py` and `extracted_c/proved/full_attention.h`):
 `c i` says full block `i` is cached (`i < nCached`), `f j` that the prefix
 of `(j + 1) * align` tokens is cached (a partial-tail entry, `j < nFine`).
 

@@ -5,7 +5,7 @@ import PrefixCache.Spec.Window
 
 Transcribed from `pyspec/offload_lookup.py` (`legacy_offload_scan`,
 `offload_lookup`, `offload_stride_search`; C twins in
-`extracted_c/offload_lookup.{h,c}`).
+`extracted_c/proved/offload_lookup.{h,c}`).
 
 Model: chunk `i` answers `manager.lookup(keys[i])` with `chunks i`:
 `0` MISS, `2` HIT_PENDING, anything else HIT (pyspec and the C use `1`).

@@ -5,7 +5,7 @@ import PrefixCache.Spec.Stride
 
 Transcribed from `pyspec/params.py` (`cdiv`, `contiguous_blocks_for_hit`,
 `search_need`, `alignment_period`), the Python twin of the proved
-`extracted_c/params.c` (same names). The window is an `Int`: vLLM accepts a
+`extracted_c/proved/params.c` (same names). The window is an `Int`: vLLM accepts a
 window of 0 tokens, for which `sliding_window - 1` is negative.
 `tests/test_params.py::test_params_transcription_matches_pyspec` checks
 these definitions against pyspec's.

@@ -8,7 +8,7 @@
  * generated. The contracts below are proved against prefix_cache.c by
  * Frama-C/WP (see verify.sh, which also checks that broken copies of the
  * code are rejected). Never patch this file or prefix_cache.c without
- * re-running extracted_c/verify.sh.
+ * re-running extracted_c/proved/verify.sh.
  *
  * Model: block i is cached when cached[i] != 0 (any nonzero byte; the
  * proof does not assume the bytes are 0 or 1). Every read of cached[i] is one

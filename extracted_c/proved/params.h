@@ -8,7 +8,7 @@
  * same arithmetic; pyspec/params.py is the one Python twin, and
  * tests/test_params.py checks the two agree with each other and with vLLM's
  * SlidingWindowManager._contiguous_blocks_for_hit. It is NOT generated.
- * Frama-C/WP proves the contracts below (extracted_c/verify.sh, with -wp-rte:
+ * Frama-C/WP proves the contracts below (extracted_c/proved/verify.sh, with -wp-rte:
  * no overflow, no division by zero, termination); broken copies of params.c
  * are rejected. Every caller (joint.c, the hot path's glue, kv_index through
  * joint.c) computes these numbers here, nowhere else.

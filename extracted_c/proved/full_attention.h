@@ -6,7 +6,7 @@
  * Where this comes from: hand-written from pyspec/full.py (full_hit,
  * legacy_full_scan, same names, same probes). It is NOT generated. Never
  * patch this file or full_attention.c without re-running
- * extracted_c/verify.sh (PC_FILES=full_attention.c for this file alone).
+ * extracted_c/proved/verify.sh (PC_FILES=full_attention.c for this file alone).
  *
  * Model (pyspec/full.py): vLLM probes two lists of hashes.
  *   cached[i] != 0       full block i (the block-size view of the hashes) is

@@ -2,8 +2,8 @@
  * params.c -- verified C99 reduction of vLLM's sliding-window lookup
  * parameters (window, block size, EAGLE, alignment) to the search's run
  * length and alignment period. The contracts are in params.h; Frama-C/WP
- * proves them (extracted_c/verify.sh). Never patch this file without
- * re-running extracted_c/verify.sh.
+ * proves them (extracted_c/proved/verify.sh). Never patch this file without
+ * re-running extracted_c/proved/verify.sh.
  *
  * C99, no dependencies beyond <stdint.h>.
  */

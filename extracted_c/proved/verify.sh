@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# verify.sh -- prove extracted_c/params.c, prefix_cache.c, reachable.c,
+# verify.sh -- prove extracted_c/proved/params.c, prefix_cache.c, reachable.c,
 # joint.c, offload_lookup.c and full_attention.c with Frama-C/WP, then check that
 # deliberately broken copies of them (mutants) are rejected.
 #
-# Usage: extracted_c/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
+# Usage: extracted_c/proved/verify.sh [BUILD_DIR]   (default: <repo>/build/wp)
 #
 # Needs frama-c (25, Manganese), why3 (1.5.1), cvc4, cvc5 and z3 on PATH;
 # Alt-Ergo is not used. Exits non-zero unless
@@ -34,7 +34,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="${1:-$here/../build/wp}"
+build="${1:-$here/../../build/wp}"
 mkdir -p "$build"
 build="$(cd "$build" && pwd)"
 files="${PC_FILES:-params.c prefix_cache.c reachable.c joint.c offload_lookup.c full_attention.c}"

@@ -5,7 +5,7 @@
  * Where this comes from: hand-written from pyspec/offload_lookup.py, same
  * names, same algorithm, read for read. It is NOT generated. Every function
  * is proved by Frama-C/WP (with -wp-rte: no undefined behaviour,
- * termination, and the contracts in offload_lookup.h); extracted_c/verify.sh
+ * termination, and the contracts in offload_lookup.h); extracted_c/proved/verify.sh
  * runs the proof and checks that deliberately broken copies are rejected.
  *
  * One text, two instances (as prefix_cache.c). Compiled as it is (and proved

@@ -6,9 +6,9 @@
  * pyspec/legacy.py, same names (snake_case), same algorithm, probe for
  * probe. It is NOT generated. Every function is proved by Frama-C/WP
  * (with -wp-rte: no undefined behaviour, termination, and the contracts in
- * prefix_cache.h); extracted_c/verify.sh runs the proof and checks that
+ * prefix_cache.h); extracted_c/proved/verify.sh runs the proof and checks that
  * deliberately broken copies of this file are rejected. Never patch this
- * file without re-running extracted_c/verify.sh.
+ * file without re-running extracted_c/proved/verify.sh.
  *
  * C99, no dependencies beyond <stdint.h>.
  */

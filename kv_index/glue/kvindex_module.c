@@ -4,7 +4,7 @@
  * of a replica's GPU pool, and the score, answered by the proved lookups.
  *
  * What is proved and what is not. The lookups are group_hit and
- * joint_lookup (extracted_c/joint.c, with find_hit of prefix_cache.c, both
+ * joint_lookup (extracted_c/proved/joint.c, with find_hit of prefix_cache.c, both
  * compiled unchanged, mask instance); Frama-C/WP proves them. This file and
  * kvindex_sha256.c are glue, NOT proved; tests/test_kv_native.py checks
  * them: the pickle bytes against pickle.dumps, SHA-256 against hashlib,

@@ -6,7 +6,7 @@
  * Where this comes from: hand-written from pyspec/offload_lookup.py
  * (offload_lookup, offload_stride_search, legacy_offload_scan; same names,
  * same algorithm, same reads). It is NOT generated. Never patch this file or
- * offload_lookup.c without re-running extracted_c/verify.sh
+ * offload_lookup.c without re-running extracted_c/proved/verify.sh
  * (PC_FILES=offload_lookup.c for this file alone).
  *
  * Model: chunk i answers manager.lookup(keys[i]) with

@@ -5,7 +5,7 @@
  * Where this comes from: hand-written from pyspec/full.py, same names
  * (full_hit, legacy_full_scan), same probes in the same order. It is NOT
  * generated. Frama-C/WP proves the contracts in full_attention.h (with
- * -wp-rte: no undefined behaviour, termination); extracted_c/verify.sh
+ * -wp-rte: no undefined behaviour, termination); extracted_c/proved/verify.sh
  * runs the proof and checks that broken copies of this file are rejected.
  *
  * One text, two instances (as prefix_cache.c): compiled as it is (and

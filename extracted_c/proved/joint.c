@@ -10,9 +10,9 @@
  * through their contracts. It is NOT generated.
  * Frama-C/WP proves the contracts in joint.h (with -wp-rte: no undefined
  * behaviour, termination within max_rounds_bound rounds);
- * extracted_c/verify.sh runs the proof and checks that broken copies of
+ * extracted_c/proved/verify.sh runs the proof and checks that broken copies of
  * this file are rejected. Never patch this file without re-running
- * extracted_c/verify.sh.
+ * extracted_c/proved/verify.sh.
  *
  * C99, no dependencies beyond <stdint.h>.
  */

@@ -10,7 +10,7 @@
  * joint_lookup takes the attention groups, full attention first. A
  * sliding-window lookup is the proved find_hit of prefix_cache.h.
  *
- * Proved by Frama-C/WP (extracted_c/verify.sh), with -wp-rte: no undefined
+ * Proved by Frama-C/WP (extracted_c/proved/verify.sh), with -wp-rte: no undefined
  * behaviour, every read and write in bounds, termination within
  * max_rounds_bound rounds, the candidate never grows (from round to round,
  * and inside a round), every lookup
@@ -19,7 +19,7 @@
  * max_cache_hit_length and a multiple of alignment_tokens. That the answer
  * is vLLM's (pyspec.joint_lookup's) is tested, not proved:
  * tests/test_ffi_joint.py, exhaustively on small inputs and by hypothesis.
- * Never patch this file or joint.c without re-running extracted_c/verify.sh.
+ * Never patch this file or joint.c without re-running extracted_c/proved/verify.sh.
  */
 #ifndef PC_JOINT_H
 #define PC_JOINT_H

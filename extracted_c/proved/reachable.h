@@ -10,8 +10,8 @@
  * servable (segment boundaries, the final segment, the reachable
  * boundaries), cut to [start_block, end_block) -- while reachable.c computes
  * it block by block with vLLM's own closed form; Frama-C/WP proves the two
- * equal (extracted_c/verify.sh). Never patch this file or reachable.c
- * without re-running extracted_c/verify.sh.
+ * equal (extracted_c/proved/verify.sh). Never patch this file or reachable.c
+ * without re-running extracted_c/proved/verify.sh.
  *
  * Python's None is PC_NONE (-1) for alignment_tokens, retention_interval and
  * final_segment_end_block. A negative reachable boundary (a token position

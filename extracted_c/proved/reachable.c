@@ -9,9 +9,9 @@
  * need, it uses. It is NOT generated. Frama-C/WP proves (with -wp-rte: no
  * undefined behaviour, termination) that the closed form marks exactly the
  * union of tails that pyspec's reachable_mask keeps (reachable.h);
- * extracted_c/verify.sh runs the proof and checks that broken copies of
+ * extracted_c/proved/verify.sh runs the proof and checks that broken copies of
  * this file are rejected. Never patch this file without re-running
- * extracted_c/verify.sh.
+ * extracted_c/proved/verify.sh.
  *
  * C99, no dependencies beyond <stdint.h>.
  */
