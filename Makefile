@@ -28,7 +28,7 @@ INSTALL_ROOTS := .venv .venv-e2e .venv-peers build/venvs build/releases
 dedupe = $(PYTHON) scripts/dedupe_installs.py $(INSTALL_ROOTS) --complete $(1)
 # What a fresh `make check` installs, with room for pip's unpacking
 # (docs/check.md); 0 skips the check.
-CHECK_DISK_GB ?= 25
+CHECK_DISK_GB ?= 22
 
 CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
@@ -368,7 +368,7 @@ check-test-and-next: setup lib ext
 	$(MAKE) --no-print-directory -j2 -O test vllm-upstream-tests-next
 
 # vllm_adapter/known_sources.py is what scripts/fingerprint_releases.py makes
-# from the releases' wheels (downloaded once, not imported).
+# from the releases' sources (their installs, else their wheels; not imported).
 known-sources: setup
 	$(PY) scripts/fingerprint_releases.py --check
 

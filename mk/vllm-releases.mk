@@ -36,13 +36,11 @@ matrix-vllm:
 # an intermediate file of the pattern rule below).
 .PRECIOUS: $(RELEASES_DIR)/%/.stamp
 
-# The wheel is kept in $(RELEASES_DIR)/wheels, where known-sources reads
-# the releases' sources: one download per release and machine, not two.
+# known-sources reads the installed sources (scripts/fingerprint_releases.py),
+# so the wheel is not kept.
 $(RELEASES_DIR)/%/.stamp: | $(STAMP)
 	rm -rf $(RELEASES_DIR)/$*
-	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps -d $(RELEASES_DIR)/wheels vllm==$*
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* \
-		$(RELEASES_DIR)/wheels/vllm-$*-*.whl
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(RELEASES_DIR)/$* vllm==$*
 	$(call dedupe,$(RELEASES_DIR)/$*)
 	touch $@
 

@@ -1,4 +1,4 @@
-"""Write vllm_adapter/known_sources.py from the wheels of the checked vLLM
+"""Write vllm_adapter/known_sources.py from the sources of the checked vLLM
 releases: per binding, the distinct fingerprint sets (variants) and the
 releases that have each.
 
@@ -9,15 +9,18 @@ variant's patch must do differently (vllm_adapter/swa_lookup.py reads it).
 
     python scripts/fingerprint_releases.py [--wheels DIR] [--check]
 
-Downloads missing wheels with ``pip download --no-deps`` into DIR
-(default build/releases/wheels), reads the sources straight from the
-wheels (nothing is imported), and with ``--check`` only compares the file
-it would write with the committed one (exit 1 if they differ).
+Reads each release's sources (nothing is imported) from the project's
+install of it when there is one (build/releases/<version>, or .venv's own
+vLLM: pip unpacks the wheel's files unchanged), else from its wheel,
+downloaded with ``pip download --no-deps`` into DIR (default
+build/releases/wheels); with ``--check`` only compares the file it would
+write with the committed one (exit 1 if they differ).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import io
 import subprocess
 import sys
@@ -93,6 +96,34 @@ def wheel(version: str, wheels: Path) -> Path:
     return found[-1]
 
 
+def installed_tree(version: str) -> Path | None:
+    """The folder holding an installed, unmodified ``vllm`` of ``version``:
+    the project's release install (build/releases/<version>, complete once
+    its stamp exists) or this interpreter's own vLLM; None if neither."""
+    tree = ROOT / "build" / "releases" / version
+    if (tree / ".stamp").is_file() and (tree / "vllm").is_dir():
+        return tree
+    try:
+        dist = importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    site = Path(str(dist.locate_file("")))
+    if dist.version == version and (site / "vllm").is_dir():
+        return site
+    return None
+
+
+def release_sources(version: str, wheels: Path, scratch: Path) -> Path:
+    """The folder whose ``vllm/`` holds the release's Python sources: its
+    install (``installed_tree``), else its wheel unpacked into scratch."""
+    tree = installed_tree(version)
+    if tree is not None:
+        return tree
+    root = scratch / version
+    unpack_sources(wheel(version, wheels), root)
+    return root
+
+
 def unpack_sources(whl: Path, into: Path) -> None:
     """The wheel's Python files under ``vllm/`` (the sources bindings name)."""
     with zipfile.ZipFile(whl) as archive:
@@ -110,8 +141,7 @@ def variants(
     digests: dict[str, dict[str, dict[str, str | None]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for version in releases:
-            root = Path(tmp, version)
-            unpack_sources(wheel(version, wheels), root)
+            root = release_sources(version, wheels, Path(tmp))
             for binding in BINDINGS:
                 if version in checked[binding.name]:
                     digests.setdefault(binding.name, {})[version] = release_digests(binding, root)
@@ -172,7 +202,7 @@ def main() -> int:
         if OUT.read_text() != text:
             print(f"{OUT.relative_to(ROOT)} is stale: run python scripts/fingerprint_releases.py")
             return 1
-        print(f"{OUT.relative_to(ROOT)}: up to date with the wheels of {', '.join(RELEASES)}")
+        print(f"{OUT.relative_to(ROOT)}: up to date with the sources of {', '.join(RELEASES)}")
         return 0
     OUT.write_text(text)
     for binding, groups in variants_summary(text):
