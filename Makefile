@@ -28,7 +28,7 @@ INSTALL_ROOTS := .venv .venv-e2e .venv-peers build/venvs build/releases
 dedupe = $(PYTHON) scripts/dedupe_installs.py $(INSTALL_ROOTS) --complete $(1)
 # What a fresh `make check` installs, with room for pip's unpacking
 # (docs/check.md); 0 skips the check.
-CHECK_DISK_GB ?= 22
+CHECK_DISK_GB ?= 20
 
 CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
