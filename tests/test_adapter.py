@@ -139,7 +139,7 @@ def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
         assert not vllm_adapter.install(Mode.ON)
     assert not vllm_adapter.is_installed()
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
-    assert f"unknown vLLM build {version}" in caplog.text
+    assert f"unknown sliding-window lookup in vLLM {version}" in caplog.text
     assert "SlidingWindowManager.find_longest_cache_hit" in caplog.text  # what changed
     assert len([r for r in caplog.records if "unpatched" in r.getMessage()]) == 1
 

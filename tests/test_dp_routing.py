@@ -32,9 +32,9 @@ from vllm.v1.engine import EngineCoreOutputs  # noqa: E402
 from kv_index import KVIndex  # noqa: E402
 from kv_index.balance import choose, costs, vllm_load_score  # noqa: E402
 from kv_index.subscriber import Subscriber  # noqa: E402
-from vllm_adapter import dp_routing  # noqa: E402
+from vllm_adapter import dp_routing, registry  # noqa: E402
 
-ORIGINAL = dp_routing._state.original or DPLBAsyncMPClient.__dict__[dp_routing.METHOD]
+ORIGINAL = registry.original(dp_routing.NAME)
 ROUTE = dp_routing._make_route(ORIGINAL)
 
 

@@ -423,7 +423,7 @@ def test_unknown_offload_build_refused_lookup_patch_still_applies(offload_env, v
         assert offload_filter.is_installed() is False
         assert _scheduler_class().__dict__["_reachable_store_block_mask"] is vllm_filter
         assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is not lookup
-        assert "unknown vLLM offload scheduler" in caplog.text
+        assert "unknown KV-offload store filter in vLLM" in caplog.text
         assert vllm_adapter.status()["offload_filter"]["installed"] is False
     finally:
         vllm_adapter.uninstall()

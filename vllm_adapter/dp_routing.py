@@ -61,14 +61,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_adapter import registry
 from vllm_adapter.config import DpRouting, read_dp_routing, read_tokens_per_load
 
 logger = logging.getLogger("vllm_adapter")
 
-_lock = threading.Lock()
-
-METHOD = "get_core_engine_for_request"
-UTILITY = "swa_prefix_cache_layout"
 _ROUTER_ATTR = "_swa_prefix_cache_router"
 # One replay's overall deadline, on the poller thread (never on a request):
 # long enough for a full 10,000-batch buffer from the same machine.
@@ -80,91 +77,64 @@ POLL_IDLE_S = 0.005
 POLLER_JOIN_S = 5.0
 
 
+NAME = "dp_routing"
+# The engine-core method the plugin adds: each rank's lookup rules.
+UTILITY = registry.BY_NAME[NAME].binds[1].attr
+_KEPT = "vLLM's data-parallel balancing kept"
+
+
 @dataclass
-class _State:
-    installed: bool = False
+class _Routers:
     setting: DpRouting | None = None
-    original: Any = None
-    reason: str = ""
     routers: list[Any] = field(default_factory=list)
 
 
-_state = _State()
+_routers = _Routers()
 
 
 def install() -> bool:
     """Wrap vLLM's engine choice and add the layout utility to the engine
-    core when the setting asks for it and the build is known. Idempotent;
-    never raises."""
-    with _lock:
-        if _state.installed:
+    core when the setting asks for it and the build is known
+    (registry.install). Idempotent; never raises."""
+    with registry.lock:
+        if registry.is_installed(NAME):
             return True
         try:
             setting = read_dp_routing()
             read_tokens_per_load(0.0)
         except ValueError as exc:
-            _state.reason = str(exc)
-            logger.error("swa-prefix-cache: %s; vLLM's data-parallel balancing kept", exc)
-            return False
-        _state.setting = setting
+            return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
+        _routers.setting = setting
         if setting is DpRouting.OFF:
-            _state.reason = "setting off"
-            return False
-        try:
-            return _install_known()
-        except Exception as exc:  # vLLM, its front end or kv_index's imports missing
-            _state.reason = f"cannot patch vLLM's data-parallel front end: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; vLLM's data-parallel balancing kept", _state.reason)
-            return False
-
-
-def _install_known() -> bool:
-    """The routing, where vLLM's front end is the checked code. Called with
-    ``_lock`` held."""
-    from vllm_adapter import fingerprint
-
-    version = fingerprint.installed_version()
-    found = fingerprint.check(fingerprint.DP_ROUTING)
-    if not found.known:
-        _state.reason = f"unknown vLLM front end {version} (changed: {', '.join(found.changed)})"
-        logger.warning("swa-prefix-cache: %s; vLLM's data-parallel balancing kept", _state.reason)
-        return False
-    from vllm.v1.engine.core import EngineCore
-    from vllm.v1.engine.core_client import DPLBAsyncMPClient
-
-    original = DPLBAsyncMPClient.__dict__[METHOD]
-    setattr(DPLBAsyncMPClient, METHOD, _make_route(original))
-    setattr(EngineCore, UTILITY, _layout_utility)
-    _state.installed, _state.original, _state.reason = True, original, ""
-    logger.info("swa-prefix-cache: data-parallel routing by exact hit active on vLLM %s", version)
-    return True
+            return registry.refuse(NAME, "setting off")
+        done = registry.install(
+            NAME, lambda found, originals: (_make_route(originals[0]), _layout_utility), _KEPT,
+        )
+        if done:
+            logger.info("swa-prefix-cache: data-parallel routing by exact hit active")
+        return done
 
 
 def uninstall() -> None:
     """Put vLLM's method back and close the routers' sockets."""
-    with _lock:
-        if not _state.installed:
-            return
-        from vllm.v1.engine.core import EngineCore
-        from vllm.v1.engine.core_client import DPLBAsyncMPClient
-
-        setattr(DPLBAsyncMPClient, METHOD, _state.original)
-        delattr(EngineCore, UTILITY)
-        for router in _state.routers:
-            router.close()
-        _state.installed, _state.original, _state.routers = False, None, []
+    with registry.lock:
+        if registry.uninstall(NAME):
+            for router in _routers.routers:
+                router.close()
+            _routers.routers = []
 
 
 def is_installed() -> bool:
-    return _state.installed
+    return registry.is_installed(NAME)
 
 
 def status() -> dict[str, Any]:
+    found = registry.state(NAME)
     return {
-        "installed": _state.installed,
-        "setting": _state.setting.value if _state.setting else None,
-        "reason": _state.reason,
-        "routers": [router.status() for router in _state.routers],
+        "installed": found.installed,
+        "setting": _routers.setting.value if _routers.setting else None,
+        "reason": found.reason,
+        "routers": [router.status() for router in _routers.routers],
     }
 
 
@@ -476,7 +446,7 @@ def _router(client: Any) -> Router | None:
         default = client.vllm_config.scheduler_config.max_num_batched_tokens
         router = Router(read_tokens_per_load(float(default)))
         setattr(client, _ROUTER_ATTR, router)
-        _state.routers.append(router)
+        _routers.routers.append(router)
         loop.create_task(router.start(client))
     return router
 

@@ -25,106 +25,66 @@ method, said once in the log.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_adapter import registry
 from vllm_adapter.config import OffloadFilter, read_offload_filter
 
 logger = logging.getLogger("vllm_adapter")
 
-_lock = threading.Lock()
-
-METHOD = "_reachable_store_block_mask"
+NAME = "offload_filter"
+_KEPT = "vLLM's offload store filter kept"
 
 
 @dataclass
-class _State:
-    installed: bool = False
+class _Counters:
     setting: OffloadFilter | None = None
-    original: Any = None  # the function found on the class
-    reason: str = ""
     calls: int = 0
     fallbacks: int = 0
     fallback_reason: str = ""
 
 
-_state = _State()
+_counters = _Counters()
 
 
 def install() -> bool:
     """Replace vLLM's offload store filter when the setting asks for it and
-    the build is known. Idempotent; never raises."""
-    with _lock:
-        if _state.installed:
+    the build is known (registry.install). Idempotent; never raises."""
+    with registry.lock:
+        if registry.is_installed(NAME):
             return True
         try:
             setting = read_offload_filter()
         except ValueError as exc:
-            _state.reason = str(exc)
-            logger.error("swa-prefix-cache: %s; vLLM's offload store filter kept", exc)
-            return False
-        _state.setting = setting
+            return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
+        _counters.setting = setting
         if setting is OffloadFilter.OFF:
-            _state.reason = "setting off"
-            return False
-        try:
-            return _install_known()
-        except Exception as exc:  # vLLM or its offloading connector not importable
-            _state.reason = f"cannot patch vLLM's offload store filter: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
-            return False
-
-
-def _install_known() -> bool:
-    """The filter, where its sources are the checked code. Called with
-    ``_lock`` held."""
-    from vllm_adapter import fingerprint
-
-    version = fingerprint.installed_version()
-    found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
-    if not found.known:
-        _state.reason = (
-            f"unknown vLLM offload scheduler {version} (changed: {', '.join(found.changed)})"
-        )
-        logger.warning("swa-prefix-cache: %s; vLLM's offload store filter kept", _state.reason)
-        return False
-    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
-        OffloadingConnectorScheduler,
-    )
-
-    original = OffloadingConnectorScheduler.__dict__[METHOD]
-    setattr(OffloadingConnectorScheduler, METHOD, _make_mask(original))
-    _state.installed, _state.original, _state.reason = True, original, ""
-    logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s", version)
-    return True
+            return registry.refuse(NAME, "setting off")
+        done = registry.install(NAME, lambda found, originals: (_make_mask(originals[0]),), _KEPT)
+        if done:
+            logger.info("swa-prefix-cache: corrected KV-offload store filter active")
+        return done
 
 
 def uninstall() -> None:
     """Put vLLM's own method back. Safe to call when not installed."""
-    with _lock:
-        if not _state.installed:
-            return
-        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
-            OffloadingConnectorScheduler,
-        )
-
-        setattr(OffloadingConnectorScheduler, METHOD, _state.original)
-        _state.installed, _state.original = False, None
+    registry.uninstall(NAME)
 
 
 def is_installed() -> bool:
-    return _state.installed
+    return registry.is_installed(NAME)
 
 
 def status() -> dict[str, Any]:
+    found = registry.state(NAME)
     return {
-        "installed": _state.installed,
-        "setting": _state.setting.value if _state.setting else None,
-        "reason": _state.reason,
-        "calls": _state.calls,
-        "fallbacks": _state.fallbacks,
-        "fallback_reason": _state.fallback_reason,
+        "installed": found.installed,
+        "setting": _counters.setting.value if _counters.setting else None,
+        "reason": found.reason,
+        "calls": _counters.calls,
+        "fallbacks": _counters.fallbacks,
+        "fallback_reason": _counters.fallback_reason,
     }
 
 
@@ -218,14 +178,14 @@ def _make_mask(original: Any) -> Any:
 
         if not isinstance(group_config.kv_cache_spec, SlidingWindowSpec):
             return vllm_own()
-        _state.calls += 1
+        _counters.calls += 1
         result = corrected_block_mask(
             self, group_config, start_chunk_idx, end_chunk_idx, reachable_boundaries
         )
         if isinstance(result, str):
-            _state.fallbacks += 1
-            if _state.fallbacks == 1:
-                _state.fallback_reason = result
+            _counters.fallbacks += 1
+            if _counters.fallbacks == 1:
+                _counters.fallback_reason = result
                 logger.warning(
                     "swa-prefix-cache: corrected offload store filter does not "
                     "model %s; vLLM's own filter used (logged once)", result,

@@ -19,29 +19,27 @@ identities. Same modes as the lookup patch (``SWA_PREFIX_CACHE_MODE``).
 """
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_adapter import registry
 from vllm_adapter.config import Mode
 
 logger = logging.getLogger("vllm_adapter")
 
-_lock = threading.Lock()
+NAME = "offload_lookup"
+_KEPT = "vLLM's own offload scan stays"
 
 
 @dataclass
-class _State:
-    installed: bool = False
-    original: Any = None
-    reason: str = ""
+class _Counters:
     calls: int = 0  # calls of the replaced method
     answered: int = 0  # answered by the stride search
     delegated: int = 0  # answered by vLLM's own scan (manager or input not modelled)
 
 
-_state = _State()
+_counters = _Counters()
 
 
 class _Unsupported(Exception):
@@ -51,69 +49,44 @@ class _Unsupported(Exception):
 def install(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
             on_shadow: Callable[[Any, Any, dict[str, Any]], None]) -> bool:
     """Patch the offload scheduler's sliding-window lookup if its sources and
-    the pure managers' are known; otherwise leave vLLM's own (said once).
-    ``hotpath``: the extension module, or None for the python core.
-    ``on_shadow(ours, theirs, detail)`` records a shadow comparison."""
-    from vllm_adapter import fingerprint
-
-    with _lock:
-        if _state.installed:
+    the pure managers' are known (registry.install); otherwise leave vLLM's
+    own (said once). ``hotpath``: the extension module, or None for the
+    python core. ``on_shadow(ours, theirs, detail)`` records a shadow
+    comparison."""
+    with registry.lock:
+        if registry.is_installed(NAME):
             return True
         if mode is Mode.OFF:
-            _state.reason = "mode off"
-            return False
-        found = fingerprint.check(fingerprint.OFFLOAD_LOOKUP)
-        if not found.known:
-            _state.reason = (
-                f"unknown KV-offload lookup in vLLM {fingerprint.installed_version()} "
-                f"(changed: {', '.join(found.changed)})"
+            return registry.refuse(NAME, "mode off")
+
+        def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+            ours = _make_lookup(originals[0], hotpath, on_error)
+            if mode is Mode.SHADOW:
+                ours = _shadow(ours, originals[0], on_shadow)
+            return (ours,)
+
+        done = registry.install(NAME, build, _KEPT, logging.INFO)
+        if done:
+            logger.info(
+                "swa-prefix-cache: KV-offload sliding-window lookup replaced (mode %s, %s core) "
+                "for CPUOffloadingManager with LRU/ARC; other managers keep vLLM's scan",
+                mode.value, "native" if hotpath is not None else "python",
             )
-            logger.info("swa-prefix-cache: %s; vLLM's own offload scan stays", _state.reason)
-            return False
-        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
-            OffloadingConnectorScheduler,
-        )
-
-        original = OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"]
-        ours = _make_lookup(original, hotpath, on_error)
-        if mode is Mode.SHADOW:
-            ours = _shadow(ours, original, on_shadow)
-        OffloadingConnectorScheduler._sliding_window_lookup = ours
-        _state.installed, _state.original, _state.reason = True, original, ""
-        logger.info(
-            "swa-prefix-cache: KV-offload sliding-window lookup replaced (mode %s, %s core) "
-            "for CPUOffloadingManager with LRU/ARC; other managers keep vLLM's scan",
-            mode.value, "native" if hotpath is not None else "python",
-        )
-        return True
-
-
-def refuse(reason: str) -> None:
-    """Record why the lookup stays vLLM's own (an install that failed) and
-    say it once."""
-    _state.reason = reason
-    logger.warning("swa-prefix-cache: %s; vLLM's own offload scan stays", reason)
+        return done
 
 
 def uninstall() -> None:
-    with _lock:
-        if not _state.installed:
-            return
-        from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
-            OffloadingConnectorScheduler,
-        )
-
-        OffloadingConnectorScheduler._sliding_window_lookup = _state.original
-        _state.installed, _state.original = False, None
+    registry.uninstall(NAME)
 
 
 def status() -> dict[str, Any]:
+    found = registry.state(NAME)
     return {
-        "installed": _state.installed,
-        "reason": _state.reason,
-        "calls": _state.calls,
-        "answered": _state.answered,
-        "delegated": _state.delegated,
+        "installed": found.installed,
+        "reason": found.reason,
+        "calls": _counters.calls,
+        "answered": _counters.answered,
+        "delegated": _counters.delegated,
     }
 
 
@@ -169,7 +142,7 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
         req_context: Any,
         initial_window_size: int | None = None,
     ) -> int | None:
-        _state.calls += 1
+        _counters.calls += 1
         manager = self.manager
         if (
             not pure_manager(manager)
@@ -178,7 +151,7 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
             or (initial_window_size is not None
                 and (type(initial_window_size) is not int or initial_window_size < 0))
         ):
-            _state.delegated += 1
+            _counters.delegated += 1
             return original(self, keys, sliding_window_size, req_context, initial_window_size)
         initial = initial_window_size or 0  # vLLM: initial_window_size or sliding_window_size
         try:
@@ -190,12 +163,12 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
                                        sliding_window_size, initial)
         except Exception as exc:  # a failure of ours: vLLM's own scan answers
             on_error(exc)
-            _state.delegated += 1
+            _counters.delegated += 1
             return original(self, keys, sliding_window_size, req_context, initial_window_size)
         if answer is NotImplemented:
-            _state.delegated += 1
+            _counters.delegated += 1
             return original(self, keys, sliding_window_size, req_context, initial_window_size)
-        _state.answered += 1
+        _counters.answered += 1
         return answer
 
     _sliding_window_lookup.__doc__ = (

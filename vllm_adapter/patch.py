@@ -1,25 +1,28 @@
-"""Install / uninstall the replacement on vLLM's SlidingWindowManager.
+"""Install / uninstall the plugin: the lookups (sliding window, its pool
+read, full attention, the KV-offload lookup, the lookup memory) and the
+opt-in parts (offload_filter.py, dp_routing.py); ``status()``.
 
-Idempotent and safe to call in every vLLM process (vLLM runs general
-plugins in the front end, the engine core and the workers). Anything off
-(unknown vLLM build, unreadable sources, bad mode) leaves vLLM's own code
-in place and is said once in the log.
+Each patch is a record of vllm_adapter/registry.py, whose installer binds
+and restores vLLM's attributes; this module chooses the core and the mode
+and builds the lookups. Idempotent and safe to call in every vLLM process
+(vLLM runs general plugins in the front end, the engine core and the
+workers). Anything off (unknown vLLM build, unreadable sources, bad mode)
+leaves vLLM's own code in place for what it concerns and is said once in
+the log.
 """
 
+import importlib
 import logging
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from vllm_adapter import report
+from vllm_adapter import registry, report
 from vllm_adapter.config import Core, Mode, read_core, read_mode
 
 logger = logging.getLogger("vllm_adapter")
-
-_lock = threading.Lock()
 
 
 @dataclass
@@ -44,34 +47,30 @@ class Stats:
 
 @dataclass
 class _State:
-    installed: bool = False
+    """What the lookup patches chose in this process; whether each is
+    installed, and why not, is the registry's (vllm_adapter/registry.py)."""
+
     mode: Mode | None = None
-    backend: str = ""
-    original: Any = None  # the classmethod object found on the class
-    reason: str = ""
+    backend: str = ""  # what answers the sliding-window lookup: native, python or vllm
     stats: Stats = field(default_factory=Stats)
     # The extension's lookup object while it counts calls itself, and
-    # stats.calls when it was installed.
+    # stats.calls when it was installed; the same for full attention.
     counted: Any = None
     calls_before: int = 0
-    # The full-attention lookup: its own patch, fingerprint and counters.
-    full_installed: bool = False
-    full_original: Any = None
-    full_reason: str = ""
     full_counted: Any = None
     full_calls_before: int = 0
-    # The lookup memory on the coordinators: its own fingerprint and counters.
-    memo_originals: dict[Any, Any] = field(default_factory=dict)
-    memo_reason: str = ""
     memo_stats: Any = None
     # How the probes read the pool ("blocks", "block_ids" or None: through
-    # get_cached_block), and why the native core or the inline read is off.
+    # get_cached_block), and why the native core is off.
     pool_read: str | None = None
-    pool_reason: str = ""
     core_reason: str = ""
 
 
 _state = _State()
+
+SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, LOOKUP_MEMO = (
+    "sliding_window", "pool_read", "full_attention", "lookup_memo",
+)
 
 
 def _choose_core() -> tuple[Any, str]:
@@ -97,145 +96,127 @@ def _choose_core() -> tuple[Any, str]:
 def _pool_read() -> str | None:
     """The layout in which probes may read ``BlockPool``'s hash map inline
     ("blocks" or "block_ids", from the matched variant's semantics): only
-    when the sources of that read match a known vLLM build (``fingerprint``);
-    otherwise None, and every probe calls ``BlockPool.get_cached_block``
-    (same answers, slower), said once in the log."""
+    when the sources of that read match a known vLLM build (the registry's
+    ``pool_read`` record); otherwise None, and every probe calls
+    ``BlockPool.get_cached_block`` (same answers, slower), said once in the
+    log."""
     from vllm_adapter import fingerprint
 
-    try:
-        found = fingerprint.check(fingerprint.POOL_READ)
-        if found.known:
-            return "block_ids" if found.semantics == fingerprint.BLOCK_IDS else "blocks"
-        reason = f"its BlockPool read path is unknown code ({', '.join(found.changed)} changed)"
-    except Exception as exc:  # sources unreadable: the generic probe is safe
-        reason = f"cannot fingerprint its BlockPool read path: {exc!r}"
-    _state.pool_reason = reason
-    logger.info("swa-prefix-cache: %s; probing through get_cached_block", reason)
-    return None
+    def build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        _state.pool_read = "block_ids" if found.semantics == fingerprint.BLOCK_IDS else "blocks"
+        return ()
+
+    _state.pool_read = None
+    registry.install(POOL_READ, build, "probing through get_cached_block", logging.INFO)
+    return _state.pool_read
 
 
 def install(mode: Mode | None = None) -> bool:
     """Patch vLLM if its build is known and the mode is not ``off``.
 
-    Returns whether the patch is active. Never raises (vLLM calls it while
-    it starts): an unknown vLLM, a missing native extension or vLLM itself,
-    a bad setting each leave vLLM's own code in place for what they concern
-    (or use the Python search) and log one line. The opt-in KV-offload store filter
-    (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) is installed first, on its own
-    fingerprint, whatever the lookup patch does, and so is the opt-in
-    data-parallel routing (``SWA_PREFIX_CACHE_DP_ROUTING``).
+    Returns whether the sliding-window patch is active. Never raises (vLLM
+    calls it while it starts): an unknown vLLM, a missing native extension
+    or vLLM itself, a bad setting each leave vLLM's own code in place for
+    what they concern (or use the Python search) and log one line. The
+    opt-in KV-offload store filter (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) and
+    data-parallel routing (``SWA_PREFIX_CACHE_DP_ROUTING``) are installed
+    first, each on its own fingerprint, whatever the lookup patch does.
+    Every patch is a record of vllm_adapter/registry.py, bound by its
+    installer.
     """
     from vllm_adapter import dp_routing, offload_filter
 
     offload_filter.install()
     dp_routing.install()
-    with _lock:
-        if _state.installed:
+    with registry.lock:
+        if registry.is_installed(SLIDING_WINDOW):
             return True
         try:
             mode = read_mode() if mode is None else mode
             read_core()
         except ValueError as exc:
-            _state.reason = str(exc)
-            logger.error("swa-prefix-cache: %s; vLLM left unpatched", exc)
-            return False
+            return registry.refuse(SLIDING_WINDOW, str(exc), "vLLM left unpatched", logging.ERROR)
         _state.mode = mode
         if mode is Mode.OFF:
-            _state.reason = "mode off"
             if report.stats_dir() is not None:
                 try:
                     return _install_timer()
                 except Exception as exc:  # vLLM not importable
-                    _state.reason = f"mode off; vLLM's lookups not timed: {exc!r}"
-                    logger.warning("swa-prefix-cache: %s", _state.reason)
-                    return False
-            logger.info("swa-prefix-cache: mode off; vLLM left unpatched")
-            return False
+                    return registry.refuse(
+                        SLIDING_WINDOW, f"mode off; vLLM's lookups not timed: {exc!r}",
+                        "vLLM left unpatched", logging.WARNING,
+                    )
+            return registry.refuse(SLIDING_WINDOW, "mode off", "vLLM left unpatched")
         from vllm_adapter import fingerprint
 
-        try:
-            version = fingerprint.installed_version()
-            found = fingerprint.check(fingerprint.SLIDING_WINDOW)
-        except Exception as exc:  # vLLM missing or reshaped beyond recognition
-            _state.reason = f"cannot fingerprint vLLM: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
-            return False
-        if not found.known:
-            _state.reason = (
-                f"unknown vLLM build {version} (changed: {', '.join(found.changed)})"
-            )
-            logger.warning("swa-prefix-cache: %s; vLLM left unpatched", _state.reason)
-            return False
         # The lookup memory's sources include the managers' lookups: read
         # them before ours replace them.
         memo_found = _memo_fingerprint()
-        from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
-
-        from vllm_adapter.swa_lookup import make_lookup
-
         hotpath, backend = _choose_core()
-        original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
         # Timing each lookup (``_counted``) costs about 1 us per call, a third
         # of a lookup's fixed cost, so it wraps the lookup only while the stats
         # are written out; otherwise the lookup counts its own calls (into a
         # throwaway Stats when ``_counted`` counts them).
         timed = report.stats_dir() is not None
-        _state.pool_reason = ""
-        pool_read = _state.pool_read = _pool_read()
-        ours = make_lookup(
-            original, _on_error,
-            Stats() if timed or hotpath is not None else _state.stats, pool_read,
-            hotpath,
-        )
-        # The extension counts its own calls; stats() adds them up.
-        _state.counted = ours if hotpath is not None and not timed else None
-        _state.calls_before = _state.stats.calls
-        if found.semantics == fingerprint.BLOCK_ALIGNED_ONLY:
-            ours = _block_aligned_only(ours, original)
-        if mode is Mode.SHADOW:
-            ours = _shadow(ours, original)
-        SlidingWindowManager.find_longest_cache_hit = classmethod(
-            _counted(ours) if timed else ours
-        )
-        _state.installed, _state.original, _state.backend = True, original, backend
-        _state.reason = ""
+        found_variant: list[str] = []
+
+        def build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+            from vllm_adapter.swa_lookup import make_lookup
+
+            original = originals[0]
+            pool_read = _pool_read()
+            ours = make_lookup(
+                original, _on_error,
+                Stats() if timed or hotpath is not None else _state.stats, pool_read,
+                hotpath,
+            )
+            # The extension counts its own calls; stats() adds them up.
+            _state.counted = ours if hotpath is not None and not timed else None
+            _state.calls_before = _state.stats.calls
+            if found.semantics == fingerprint.BLOCK_ALIGNED_ONLY:
+                ours = _block_aligned_only(ours, original)
+            if mode is Mode.SHADOW:
+                ours = _shadow(ours, original)
+            found_variant.append(found.variant or "?")
+            return (classmethod(_counted(ours) if timed else ours),)
+
+        if not registry.install(SLIDING_WINDOW, build, "vLLM left unpatched"):
+            return False
+        _state.backend = backend
         # The other lookups are independent parts: one that fails leaves
-        # vLLM's own code for it and the rest in place.
-        try:
-            _install_full(mode, hotpath, pool_read, timed)
-        except Exception as exc:
-            _state.full_reason = f"cannot patch the full-attention lookup: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; vLLM's own stays", _state.full_reason)
+        # vLLM's own code for it and the rest in place (registry.install
+        # never raises).
+        _install_full(mode, hotpath, timed)
         from vllm_adapter import offload_lookup
 
-        try:
-            offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
-        except Exception as exc:
-            offload_lookup.refuse(f"cannot patch the KV-offload lookup: {exc!r}")
-        try:
-            _install_memo(mode, memo_found)
-        except Exception as exc:
-            _state.memo_reason = f"cannot install the lookup memory: {exc!r}"
-            logger.warning("swa-prefix-cache: %s; lookups are not remembered", _state.memo_reason)
-        _say_active(version, found.variant)
+        offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
+        _install_memo(mode, memo_found)
+        _say_active(fingerprint.installed_version(), found_variant[0])
         return True
 
 
 def _say_active(version: str, variant: str) -> None:
-    """The once-per-process line: what answers each lookup; a WARNING
-    naming what is slower than this build could be, when anything is."""
+    """The once-per-process line, from the registry: what answers each
+    lookup, and each patch that is off and why; a WARNING naming what is
+    slower than this build could be, when anything is."""
     answers = ", ".join(f"{name} {row['answers']}" for name, row in paths().items())
+    off = ", ".join(
+        f"{row['patch']} ({row['reason'] or 'not asked for'})"
+        for row in registry.rows() if not row["installed"]
+    )
     slower = degraded()
     if slower:
         logger.warning(
             "swa-prefix-cache: DEGRADED on vLLM %s: %s; "
-            "lookups answered by: %s; pid %d", version, "; ".join(slower), answers, os.getpid(),
+            "lookups answered by: %s; patches off: %s; pid %d",
+            version, "; ".join(slower), answers, off or "none", os.getpid(),
         )
         return
     logger.info(
         "swa-prefix-cache: active (mode %s) on vLLM %s (its lookup's code as in %s); "
-        "lookups answered by: %s; pid %d",
-        _state.mode.value if _state.mode else "?", version, variant, answers, os.getpid(),
+        "lookups answered by: %s; patches off: %s; pid %d",
+        _state.mode.value if _state.mode else "?", version, variant, answers, off or "none",
+        os.getpid(),
     )
 
 
@@ -254,97 +235,82 @@ def _install_memo(mode: Mode, found: Any) -> None:
     """Answer a hybrid coordinator's repeated lookups from memory
     (vllm_adapter/lookup_memo.py), in mode on only (shadow compares every
     call), unless ``SWA_PREFIX_CACHE_LOOKUP_MEMO=off`` or the sources it
-    rests on are unknown code (said once). Called with ``_lock`` held."""
+    rests on are unknown code (said once). Called with the registry's lock
+    held."""
     from vllm_adapter import lookup_memo
     from vllm_adapter.config import LookupMemo, read_lookup_memo
 
-    _state.memo_reason, _state.memo_stats = "", None
+    kept = "lookups are not remembered"
+    _state.memo_stats = None
     if mode is not Mode.ON:
-        _state.memo_reason = f"mode {mode.value}"
+        registry.refuse(LOOKUP_MEMO, f"mode {mode.value}")
         return
     try:
         wanted = read_lookup_memo()
     except ValueError as exc:
-        _state.memo_reason = str(exc)
-        logger.error("swa-prefix-cache: %s; lookups are not remembered", exc)
+        registry.refuse(LOOKUP_MEMO, str(exc), kept, logging.ERROR)
         return
     if wanted is LookupMemo.OFF:
-        _state.memo_reason = "SWA_PREFIX_CACHE_LOOKUP_MEMO=off"
+        registry.refuse(LOOKUP_MEMO, "SWA_PREFIX_CACHE_LOOKUP_MEMO=off")
         return
     if isinstance(found, str):
-        _state.memo_reason = found
-    elif not found.known:
-        _state.memo_reason = f"its sources are unknown code ({', '.join(found.changed)} changed)"
-    if _state.memo_reason:
-        logger.info("swa-prefix-cache: %s; lookups are not remembered", _state.memo_reason)
+        registry.refuse(LOOKUP_MEMO, found, kept)
         return
-    from vllm.v1.core.kv_cache_coordinator import HybridKVCacheCoordinator
 
     # Hybrid coordinators only: their lookup is several searches and vLLM's
     # fixed point (tens of us on gemma-3-27b); a unitary lookup is one native
     # search, already cheaper than remembering it (llama-3.1-8b's replay:
     # 4.7 us a lookup without the memory, 7.2 us with it).
-    _state.memo_stats = lookup_memo.MemoStats()
-    cls = HybridKVCacheCoordinator
-    original = cls.__dict__["find_longest_cache_hit"]
-    cls.find_longest_cache_hit = lookup_memo.make_memoized(original, _state.memo_stats)
-    _state.memo_originals[cls] = original
-    logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
+    def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        _state.memo_stats = lookup_memo.MemoStats()
+        return (lookup_memo.make_memoized(originals[0], _state.memo_stats),)
+
+    if registry.install(LOOKUP_MEMO, build, kept, logging.INFO, found=found):
+        logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
 
 
-def _install_full(mode: Mode, hotpath: Any, pool_read: str | None, timed: bool) -> None:
+def _install_full(mode: Mode, hotpath: Any, timed: bool) -> None:
     """Replace ``FullAttentionManager.find_longest_cache_hit`` by the
     extension's proved ``full_hit`` (vllm_adapter/full_lookup.py), on its
     own fingerprint and in the same mode. With the python core, or an
     unknown full-attention lookup, vLLM's own stays (said once). Called
-    with ``_lock`` held, after the sliding-window patch."""
-    from vllm_adapter import fingerprint
-
+    with the registry's lock held, after the sliding-window patch."""
+    kept = "vLLM's own full-attention lookup stays"
     if hotpath is None:
-        _state.full_reason = "python core: the full-attention lookup is replaced only natively"
-        logger.info("swa-prefix-cache: %s; vLLM's own full-attention lookup stays", _state.full_reason)
-        return
-    found = fingerprint.check(fingerprint.FULL_ATTENTION)
-    if not found.known:
-        _state.full_reason = (
-            f"unknown full-attention lookup in vLLM {fingerprint.installed_version()} "
-            f"(changed: {', '.join(found.changed)})"
+        registry.refuse(
+            FULL_ATTENTION, "python core: the full-attention lookup is replaced only natively", kept,
         )
-        logger.warning("swa-prefix-cache: %s; vLLM's own stays", _state.full_reason)
         return
-    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
-    from vllm_adapter.full_lookup import make_full_lookup
+    def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        from vllm_adapter.full_lookup import make_full_lookup
 
-    original = FullAttentionManager.__dict__["find_longest_cache_hit"]
-    ours = make_full_lookup(original, _on_error, pool_read, hotpath)
-    _state.full_counted = None if timed else ours
-    _state.full_calls_before = _state.stats.full_calls
-    if mode is Mode.SHADOW:
-        ours = _shadow(ours, original)
-    FullAttentionManager.find_longest_cache_hit = classmethod(
-        _counted(ours, full=True) if timed else ours
-    )
-    _state.full_installed, _state.full_original, _state.full_reason = True, original, ""
-    logger.info("swa-prefix-cache: full-attention lookup replaced too (mode %s)", mode.value)
+        ours = make_full_lookup(originals[0], _on_error, _state.pool_read, hotpath)
+        _state.full_counted = None if timed else ours
+        _state.full_calls_before = _state.stats.full_calls
+        if mode is Mode.SHADOW:
+            ours = _shadow(ours, originals[0])
+        return (classmethod(_counted(ours, full=True) if timed else ours),)
+
+    if registry.install(FULL_ATTENTION, build, kept):
+        logger.info("swa-prefix-cache: full-attention lookup replaced too (mode %s)", mode.value)
 
 
 def _install_timer() -> bool:
-    """Mode off with a stats directory: vLLM's own method answers every
-    lookup, wrapped only to count and time it, so an end-to-end run can
-    compare the time spent inside the lookup with the plugin on and off.
-    Called with ``_lock`` held."""
-    from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
+    """Mode off with a stats directory: vLLM's own methods answer every
+    lookup, wrapped only to count and time them (``full_*`` stats for the
+    full-attention lookup), so an end-to-end run can compare the time spent
+    inside the lookup with the plugin on and off. Called with the
+    registry's lock held."""
+    for name, full in ((SLIDING_WINDOW, False), (FULL_ATTENTION, True)):
+        target = registry.BY_NAME[name].binds[0]
+        own = target.current().__func__
 
-    original = SlidingWindowManager.__dict__["find_longest_cache_hit"]
-    own = original.__get__(None, SlidingWindowManager)
+        def vllm_own(cls: type, *args: Any, _own: Any = own, **kwargs: Any) -> Any:
+            return _own(cls, *args, **kwargs)
 
-    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
-        return own(*args, **kwargs)
-
-    SlidingWindowManager.find_longest_cache_hit = classmethod(_counted(vllm_own))
-    _state.installed, _state.original, _state.backend = True, original, "vllm"
-    _time_vllms_full_lookup()
+        registry.bind(name, classmethod(_counted(vllm_own, full=full)))
+    _state.backend = "vllm"
     logger.info(
         "swa-prefix-cache: mode off; vLLM's own lookup answers, timed for %s, pid %d",
         report.STATS_DIR_ENV, os.getpid(),
@@ -352,73 +318,42 @@ def _install_timer() -> bool:
     return True
 
 
-def _time_vllms_full_lookup() -> None:
-    """Mode off with a stats directory: vLLM's own full-attention lookup,
-    counted and timed the same way (``full_*`` stats)."""
-    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
-
-    original = FullAttentionManager.__dict__["find_longest_cache_hit"]
-    own = original.__func__
-
-    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
-        return own(cls, *args, **kwargs)
-
-    FullAttentionManager.find_longest_cache_hit = classmethod(_counted(vllm_own, full=True))
-    _state.full_installed, _state.full_original = True, original
-
-
 def uninstall() -> None:
-    """Put vLLM's own methods back. Safe to call when not installed."""
-    from vllm_adapter import dp_routing, offload_filter, offload_lookup
+    """Put vLLM's own methods back, every patch in the registry (the
+    data-parallel routers' sockets closed). Safe to call when not installed."""
+    from vllm_adapter import dp_routing
 
     dp_routing.uninstall()
-    offload_filter.uninstall()
-    offload_lookup.uninstall()
-    with _lock:
-        if not _state.installed:
-            return
-        from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
-
-        SlidingWindowManager.find_longest_cache_hit = _state.original
-        for cls, original in _state.memo_originals.items():
-            cls.find_longest_cache_hit = original
-        _state.memo_originals.clear()
+    with registry.lock:
         _sync_calls()
-        _state.installed = False
-        _state.original = None
         _state.counted = None
-        if _state.full_installed:
-            from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
-
-            FullAttentionManager.find_longest_cache_hit = _state.full_original
-            _state.full_installed = False
-            _state.full_original = None
-            _state.full_counted = None
+        _state.full_counted = None
+        for patch in reversed(registry.PATCHES):
+            registry.uninstall(patch.name)
 
 
 def is_installed() -> bool:
-    return _state.installed
+    return registry.is_installed(SLIDING_WINDOW)
 
 
 def paths() -> dict[str, dict[str, Any]]:
     """Per lookup, what really answers it in this process: ``native`` (the
     proved C through the extension), ``python`` (pyspec's search) or
     ``vllm`` (vLLM's own code), and the fast paths that are on."""
-    from vllm_adapter import offload_lookup
-
-    ours = _state.installed and _state.backend in ("native", "python")
+    ours = registry.is_installed(SLIDING_WINDOW) and _state.backend in ("native", "python")
     probes = {"blocks": "inline map read", "block_ids": "inline map read (block ids)"}
+    full = registry.is_installed(FULL_ATTENTION)
     return {
         "sliding_window": {
             "answers": _state.backend if ours else "vllm",
             "probes": probes.get(_state.pool_read or "", "get_cached_block") if ours else "vllm",
         },
-        "full_attention": {"answers": _state.backend if _state.full_installed else "vllm"},
+        "full_attention": {"answers": _state.backend if full else "vllm"},
         "offload_lookup": {
-            "answers": (_state.backend if ours else "python") if offload_lookup.status()["installed"]
-            else "vllm",
+            "answers": (_state.backend if ours else "python")
+            if registry.is_installed("offload_lookup") else "vllm",
         },
-        "lookup_memo": {"answers": "memory" if _state.memo_originals else "off"},
+        "lookup_memo": {"answers": "memory" if registry.is_installed(LOOKUP_MEMO) else "off"},
     }
 
 
@@ -427,75 +362,71 @@ def degraded() -> list[str]:
     each with its reason; empty when every patch that exists for a lookup
     applies (or a setting turned it off on purpose). Mode off is not
     degraded: it asks for vLLM's own code."""
-    from vllm_adapter import config, dp_routing, offload_filter, offload_lookup
-
+    state = registry.state
     slower: list[str] = []
     mode = _state.mode
     if mode is not None and mode is not Mode.OFF:
-        if not _state.installed:
-            slower.append(f"sliding-window lookup is vLLM's own: {_state.reason}")
+        if not state(SLIDING_WINDOW).installed:
+            slower.append(f"sliding-window lookup is vLLM's own: {state(SLIDING_WINDOW).reason}")
         else:
             if _state.core_reason:
                 slower.append(_state.core_reason)
-            if _state.pool_reason:
-                slower.append(f"probes call get_cached_block: {_state.pool_reason}")
-            if _state.backend == "native" and not _state.full_installed:
-                slower.append(f"full-attention lookup is vLLM's own: {_state.full_reason}")
-            offload = offload_lookup.status()
-            if not offload["installed"]:
-                slower.append(f"KV-offload lookup is vLLM's own: {offload['reason']}")
-            if mode is Mode.ON and not _state.memo_originals and _memo_wanted():
-                slower.append(f"lookup memory off: {_state.memo_reason}")
-    opt_in = (("offload store filter", offload_filter, config.read_offload_filter),
-              ("data-parallel routing", dp_routing, config.read_dp_routing))
-    for name, module, read in opt_in:
-        row = module.status()
-        if not row["installed"] and _asked_for(read):
-            slower.append(f"{name} asked for, vLLM's own kept: {row['reason']}")
+            if not state(POOL_READ).installed:
+                slower.append(f"probes call get_cached_block: {state(POOL_READ).reason}")
+            if _state.backend == "native" and not state(FULL_ATTENTION).installed:
+                slower.append(f"full-attention lookup is vLLM's own: {state(FULL_ATTENTION).reason}")
+            if not state("offload_lookup").installed:
+                slower.append(f"KV-offload lookup is vLLM's own: {state('offload_lookup').reason}")
+            if mode is Mode.ON and not state(LOOKUP_MEMO).installed and _asked_for(LOOKUP_MEMO):
+                slower.append(f"lookup memory off: {state(LOOKUP_MEMO).reason}")
+    for patch in registry.PATCHES:
+        if patch.opt_in and not state(patch.name).installed and _asked_for(patch.name):
+            slower.append(f"{patch.label} asked for, vLLM's own kept: {state(patch.name).reason}")
     return slower
 
 
-def _asked_for(read: Callable[[], Any]) -> bool:
-    """Whether a setting asks for its part (any value but ``off``; a value
-    the plugin does not know was asked for too, and refused)."""
+def _asked_for(name: str) -> bool:
+    """Whether the patch's setting asks for it (any value but ``off``; a
+    value the plugin does not know was asked for too, and refused)."""
+    from pyspec import settings
+
+    setting = registry.BY_NAME[name].setting
+    reader = next(s for s in settings.SETTINGS if s.name == setting).readers[0]
+    module, _, function = reader.rpartition(".")
     try:
-        return read().value != "off"
+        return importlib.import_module(module).__dict__[function]().value != "off"
     except ValueError:
         return True
 
 
-def _memo_wanted() -> bool:
-    from vllm_adapter.config import read_lookup_memo
-
-    return _asked_for(read_lookup_memo)
-
-
 def status() -> dict[str, Any]:
-    """What is active and why; the stats counters."""
+    """What is active and why; the stats counters; every patch's record
+    (``patches``: vllm_adapter/registry.py's rows)."""
+    from vllm_adapter import dp_routing, offload_filter, offload_lookup
+
+    memo = registry.state(LOOKUP_MEMO)
     return {
-        "installed": _state.installed,
+        "installed": registry.is_installed(SLIDING_WINDOW),
         "mode": _state.mode.value if _state.mode else None,
         "backend": _state.backend,
-        "reason": _state.reason,
+        "reason": registry.state(SLIDING_WINDOW).reason,
         "paths": paths(),
         "degraded": degraded(),
+        "patches": registry.rows(),
         "stats": stats(),
-        "full_attention": {"installed": _state.full_installed, "reason": _state.full_reason},
+        "full_attention": {
+            "installed": registry.is_installed(FULL_ATTENTION),
+            "reason": registry.state(FULL_ATTENTION).reason,
+        },
         "lookup_memo": {
-            "installed": bool(_state.memo_originals),
-            "reason": _state.memo_reason,
+            "installed": memo.installed,
+            "reason": memo.reason,
             "stats": vars(_state.memo_stats) if _state.memo_stats is not None else {},
         },
-        "offload_lookup": _offload_lookup_status(),
-        "offload_filter": _offload_filter_status(),
-        "dp_routing": _dp_routing_status(),
+        "offload_lookup": offload_lookup.status(),
+        "offload_filter": offload_filter.status(),
+        "dp_routing": dp_routing.status(),
     }
-
-
-def _offload_lookup_status() -> dict[str, Any]:
-    from vllm_adapter import offload_lookup
-
-    return offload_lookup.status()
 
 
 def _offload_shadow(mine: Any, theirs: Any, detail: dict[str, Any]) -> None:
@@ -508,18 +439,6 @@ def _offload_shadow(mine: Any, theirs: Any, detail: dict[str, Any]) -> None:
         detail = dict(detail, ours=repr(mine), vllm=repr(theirs))
         _state.stats.last_mismatch = detail
         logger.error("swa-prefix-cache shadow MISMATCH: %s", detail)
-
-
-def _offload_filter_status() -> dict[str, Any]:
-    from vllm_adapter import offload_filter
-
-    return offload_filter.status()
-
-
-def _dp_routing_status() -> dict[str, Any]:
-    from vllm_adapter import dp_routing
-
-    return dp_routing.status()
 
 
 def stats() -> Stats:

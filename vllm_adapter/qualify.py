@@ -111,14 +111,18 @@ SEMANTICS_SAID = {
 
 
 def bindings_report() -> list[dict[str, Any]]:
-    """Each binding against the known variants (call before installing)."""
+    """Each patch of the registry (vllm_adapter/registry.py) against the
+    known variants of its binding (call before installing)."""
+    from vllm_adapter import registry
+
     rows = []
-    for binding in fingerprint.BINDINGS:
-        found = fingerprint.check(binding)
+    for patch in registry.PATCHES:
+        found = fingerprint.check(patch.binding)
         rows.append({
-            "binding": binding.name, "replaces": binding.doc, "applies": found.known,
-            "variant": found.variant, "semantics": found.semantics,
-            "changed": list(found.changed),
+            "binding": patch.name, "replaces": patch.replaces, "sources": patch.binding.doc,
+            "binds": [target.name for target in patch.binds], "setting": patch.setting,
+            "opt_in": patch.opt_in, "part_of": patch.part_of, "applies": found.known, "variant": found.variant,
+            "semantics": found.semantics, "changed": list(found.changed),
         })
     return rows
 
@@ -208,7 +212,8 @@ def serving_report() -> dict[str, Any]:
     try:
         vllm_adapter.install()
         status = vllm_adapter.status()
-        return {"paths": status["paths"], "degraded": status["degraded"]}
+        return {"paths": status["paths"], "degraded": status["degraded"],
+                "patches": status["patches"]}
     finally:
         vllm_adapter.uninstall()
 
@@ -278,11 +283,16 @@ def print_report(report: dict[str, Any]) -> None:
     else:
         print(f"extension: NOT available ({ext.get('why')}); the python core would serve")
     for row in report.get("bindings", []):
+        binds = (f"sets {', '.join(row['binds'])}" if row["binds"]
+                 else f"sets nothing: a fast path of {row['part_of']}")
+        gate = f"{row['setting']}, opt-in" if row["opt_in"] else row["setting"]
         if row["applies"]:
             how = f"; {SEMANTICS_SAID[row['semantics']]}" if row.get("semantics") else ""
-            print(f"patch {row['binding']}: applies (code as in vLLM {row['variant']}{how})")
+            print(f"patch {row['binding']}: applies (code as in vLLM {row['variant']}{how}; "
+                  f"{binds}; {gate})")
         else:
-            print(f"patch {row['binding']}: does not apply; changed: {', '.join(row['changed'])}")
+            print(f"patch {row['binding']}: does not apply; changed: {', '.join(row['changed'])} "
+                  f"({binds}; {gate})")
     check = report.get("differential")
     if check is not None:
         print(f"differential check (sliding-window and full-attention lookups; the KV-offload lookup "
@@ -295,6 +305,10 @@ def print_report(report: dict[str, Any]) -> None:
         for name, row in serving["paths"].items():
             probes = f" (probes: {row['probes']})" if row.get("probes") not in (None, "vllm") else ""
             print(f"lookup {name}: {row['answers']}{probes}")
+        off = [f"{row['patch']} ({row['reason'] or 'not asked for'})"
+               for row in serving["patches"] if not row["installed"]]
+        print(f"patches installed: {sum(row['installed'] for row in serving['patches'])} of "
+              f"{len(serving['patches'])}" + (f"; off: {', '.join(off)}" if off else ""))
     verdict = report["verdict"]
     if verdict == "DEGRADED":
         print("DEGRADED: " + "; ".join(serving["degraded"]))

@@ -1,0 +1,253 @@
+"""Every patch the plugin can make, one record each, and the one installer
+that writes to vLLM's classes.
+
+A record (``Patch``) names the vLLM attributes the patch sets (``binds``),
+the sources whose semantics it replicates (``binding``: fingerprinted by
+vllm_adapter/fingerprint.py, and the patch applies only to known code),
+what it replaces and the setting that governs it. The patch modules
+(patch.py for the lookups, offload_lookup.py, offload_filter.py,
+dp_routing.py) decide whether to patch and build the replacement;
+``install`` fingerprints, builds and binds, ``refuse`` records why a patch
+stays off, and ``uninstall`` puts vLLM's attributes back. These are the only
+functions that set a vLLM attribute, so ``vllm_adapter.status()``,
+``qualify`` and the once-per-process log line read one table (``rows``).
+
+One re-entrant lock guards every record: a patch module holds it while it
+decides, and the installer takes it again to bind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_adapter import fingerprint
+from vllm_adapter.config import (
+    DP_ROUTING_ENV,
+    LOOKUP_MEMO_ENV,
+    MODE_ENV,
+    OFFLOAD_FILTER_ENV,
+)
+
+logger = logging.getLogger("vllm_adapter")
+
+lock = threading.RLock()
+
+# Stands for "the class had no such attribute of its own" (a method the
+# patch adds, or one the class inherits): uninstall deletes it again.
+ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Target:
+    """One vLLM attribute a patch sets: ``module.owner.attr``."""
+
+    module: str
+    owner: str
+    attr: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.owner}.{self.attr}"
+
+    def owner_class(self) -> type:
+        return getattr(importlib.import_module(self.module), self.owner)
+
+    def current(self) -> Any:
+        """The class's own attribute as it is now (``ABSENT`` if it has none)."""
+        return vars(self.owner_class()).get(self.attr, ABSENT)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch: what it sets, the code it rests on, what it replaces,
+    the setting that turns it on or off. ``binds`` is empty for a fast path
+    that changes how another patch reads vLLM (``part_of``)."""
+
+    name: str
+    label: str  # what it concerns, for the log: "full-attention lookup"
+    binding: fingerprint.Binding
+    binds: tuple[Target, ...]
+    replaces: str
+    setting: str
+    opt_in: bool = False
+    part_of: str = ""
+
+
+@dataclass
+class PatchState:
+    """What one patch did in this process."""
+
+    installed: bool = False
+    reason: str = ""  # why it is not installed ("" when it is, or never tried)
+    originals: tuple[Any, ...] = ()  # vLLM's attributes it replaced, as in ``binds``
+
+
+_SWA = "vllm.v1.core.single_type_kv_cache_manager"
+_OFFLOAD = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "sliding_window", "sliding-window lookup", fingerprint.SLIDING_WINDOW,
+        (Target(_SWA, "SlidingWindowManager", "find_longest_cache_hit"),),
+        "the right-to-left scan of a sliding-window group, by the proved stride search",
+        MODE_ENV,
+    ),
+    Patch(
+        "pool_read", "BlockPool read", fingerprint.POOL_READ, (),
+        "each probe's call of BlockPool.get_cached_block, by a read of the pool's hash map",
+        MODE_ENV, part_of="sliding_window",
+    ),
+    Patch(
+        "full_attention", "full-attention lookup", fingerprint.FULL_ATTENTION,
+        (Target(_SWA, "FullAttentionManager", "find_longest_cache_hit"),),
+        "the left-to-right scan of a full-attention group, by the proved full_hit",
+        MODE_ENV,
+    ),
+    Patch(
+        "offload_lookup", "KV-offload lookup", fingerprint.OFFLOAD_LOOKUP,
+        (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_sliding_window_lookup"),),
+        "the KV-offload connector's chunk-by-chunk sliding-window scan, by the proved "
+        "offload stride search",
+        MODE_ENV,
+    ),
+    Patch(
+        "offload_filter", "KV-offload store filter", fingerprint.OFFLOAD_FILTER,
+        (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_reachable_store_block_mask"),),
+        "the KV-offload store filter of sliding-window groups, by one that keeps every "
+        "chunk the lookup reads",
+        OFFLOAD_FILTER_ENV, opt_in=True,
+    ),
+    Patch(
+        "dp_routing", "data-parallel front end", fingerprint.DP_ROUTING,
+        (Target("vllm.v1.engine.core_client", "DPLBAsyncMPClient", "get_core_engine_for_request"),
+         Target("vllm.v1.engine.core", "EngineCore", "swa_prefix_cache_layout")),
+        "the data-parallel front end's choice of engine by load, by exact prefix-cache hit "
+        "weighed against load",
+        DP_ROUTING_ENV, opt_in=True,
+    ),
+    Patch(
+        "lookup_memo", "lookup memory", fingerprint.LOOKUP_MEMO,
+        (Target("vllm.v1.core.kv_cache_coordinator", "HybridKVCacheCoordinator",
+                "find_longest_cache_hit"),),
+        "a hybrid coordinator's repeated lookup of an unchanged request, by its remembered answer",
+        LOOKUP_MEMO_ENV,
+    ),
+)
+
+BY_NAME: dict[str, Patch] = {patch.name: patch for patch in PATCHES}
+
+_states: dict[str, PatchState] = {patch.name: PatchState() for patch in PATCHES}
+
+
+def state(name: str) -> PatchState:
+    return _states[name]
+
+
+def is_installed(name: str) -> bool:
+    return _states[name].installed
+
+
+def original(name: str, index: int = 0) -> Any:
+    """vLLM's attribute the installed patch replaced (``binds[index]``), or
+    the class's own attribute now when the patch is not installed."""
+    with lock:
+        found = _states[name]
+        if found.installed:
+            return found.originals[index]
+        return BY_NAME[name].binds[index].current()
+
+
+def bind(name: str, *values: Any) -> None:
+    """Set the patch's attributes to ``values`` (in the order of its
+    ``binds``) and remember vLLM's. Replaces an installed binding of the
+    same patch (its originals are kept)."""
+    patch = BY_NAME[name]
+    if len(values) != len(patch.binds):
+        raise ValueError(f"bind({name!r}): {len(values)} values for {len(patch.binds)} targets")
+    with lock:
+        found = _states[name]
+        if not found.installed:
+            found.originals = tuple(target.current() for target in patch.binds)
+        for target, value in zip(patch.binds, values):
+            setattr(target.owner_class(), target.attr, value)
+        found.installed, found.reason = True, ""
+
+
+def refuse(name: str, reason: str, kept: str = "", level: int = logging.INFO) -> bool:
+    """Record why the patch stays off and say it once in the log at
+    ``level`` (``kept``: what serves instead; no line when empty). False."""
+    with lock:
+        _states[name].reason = reason
+    if kept:
+        logger.log(level, "swa-prefix-cache: %s; %s", reason, kept)
+    return False
+
+
+def install(name: str, build: Callable[[fingerprint.Match, tuple[Any, ...]], tuple[Any, ...]],
+            kept: str, level: int = logging.WARNING,
+            found: fingerprint.Match | None = None) -> bool:
+    """The one installer: when vLLM's sources of the patch's binding are a
+    known variant (``found``, or checked now), ``build(match, originals)``
+    makes the replacements from vLLM's attributes now and they are bound;
+    otherwise vLLM's stay, with the reason recorded and logged once at
+    ``level`` (``kept``: what stays). Returns whether the patch is
+    installed. Never raises."""
+    patch = BY_NAME[name]
+    with lock:
+        if _states[name].installed:
+            return True
+        try:
+            found = fingerprint.check(patch.binding) if found is None else found
+            if not found.known:
+                return refuse(
+                    name,
+                    f"unknown {patch.label} in vLLM {fingerprint.installed_version()} "
+                    f"(changed: {', '.join(found.changed)})",
+                    kept, level,
+                )
+            originals = tuple(target.current() for target in patch.binds)
+            bind(name, *build(found, originals))
+        except Exception as exc:  # vLLM, or a module the patch needs, not importable
+            return refuse(name, f"cannot patch the {patch.label}: {exc!r}", kept, logging.WARNING)
+        return True
+
+
+def uninstall(name: str) -> bool:
+    """Put vLLM's attributes back; whether the patch was installed. The
+    reason a refused patch gave stays."""
+    patch = BY_NAME[name]
+    with lock:
+        found = _states[name]
+        if not found.installed:
+            return False
+        for target, value in zip(patch.binds, found.originals):
+            if value is ABSENT:
+                delattr(target.owner_class(), target.attr)
+            else:
+                setattr(target.owner_class(), target.attr, value)
+        found.installed, found.originals = False, ()
+        return True
+
+
+def rows() -> list[dict[str, Any]]:
+    """Each patch as ``status()`` and ``qualify`` show it."""
+    with lock:
+        return [
+            {
+                "patch": patch.name,
+                "label": patch.label,
+                "binds": [target.name for target in patch.binds],
+                "replaces": patch.replaces,
+                "setting": patch.setting,
+                "opt_in": patch.opt_in,
+                "part_of": patch.part_of,
+                "installed": _states[patch.name].installed,
+                "reason": _states[patch.name].reason,
+            }
+            for patch in PATCHES
+        ]
