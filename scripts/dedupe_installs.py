@@ -29,6 +29,7 @@ import os
 import stat
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 STAMPS = (".setup-stamp", ".stamp")
@@ -53,31 +54,34 @@ def install_roots(roots: list[Path], complete: list[Path]) -> list[Path]:
     return found
 
 
-def large_files(roots: list[Path], min_bytes: int) -> dict[tuple[int, int, int], list[Path]]:
-    """(device, size, mode) -> regular files of at least min_bytes, one path
-    per inode (paths already linked together count once)."""
-    groups: dict[tuple[int, int, int], list[Path]] = defaultdict(list)
+def regular_files(roots: list[Path]) -> Iterator[tuple[Path, os.stat_result]]:
+    """Each regular file under roots with its lstat, one path per inode
+    (paths already linked together count once; a missing root is empty).
+    scripts/disk_budget.py sums the same walk."""
     seen: set[tuple[int, int]] = set()
     for root in roots:
         for folder, _dirs, files in os.walk(root):
             for name in files:
                 path = Path(folder) / name
                 info = path.lstat()
-                if not stat.S_ISREG(info.st_mode) or info.st_size < min_bytes:
-                    continue
-                if (info.st_dev, info.st_ino) in seen:
-                    continue
-                seen.add((info.st_dev, info.st_ino))
-                groups[(info.st_dev, info.st_size, stat.S_IMODE(info.st_mode))].append(path)
+                if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    yield path, info
+
+
+def large_files(roots: list[Path], min_bytes: int) -> dict[tuple[int, int, int], list[Path]]:
+    """(device, size, mode) -> regular files of at least min_bytes, one path
+    per inode."""
+    groups: dict[tuple[int, int, int], list[Path]] = defaultdict(list)
+    for path, info in regular_files(roots):
+        if info.st_size >= min_bytes:
+            groups[(info.st_dev, info.st_size, stat.S_IMODE(info.st_mode))].append(path)
     return groups
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def link_over(keep: Path, duplicate: Path) -> None:

@@ -15,29 +15,18 @@ NEED 0 skips the check. Standard library only: it runs before any venv.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import stat
 import sys
 from pathlib import Path
+
+from dedupe_installs import regular_files
 
 GB = 1e9
 
 
 def installed_bytes(paths: list[Path]) -> int:
     """Bytes in regular files under paths, each inode counted once."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for path in paths:
-        if not path.exists():
-            continue
-        for folder, _dirs, files in os.walk(path):
-            for name in files:
-                info = (Path(folder) / name).lstat()
-                if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
-                    seen.add((info.st_dev, info.st_ino))
-                    total += info.st_blocks * 512
-    return total
+    return sum(info.st_blocks * 512 for _path, info in regular_files(paths))
 
 
 def main(argv: list[str] | None = None) -> int:
