@@ -34,17 +34,13 @@ CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
 CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-C_SRC := extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache.h extracted_c/proved/prefix_cache_probe.c \
-	extracted_c/proved/joint.c extracted_c/proved/joint.h extracted_c/proved/reachable.c extracted_c/proved/reachable.h \
-	extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h extracted_c/proved/full_attention_probe.c \
-	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h extracted_c/proved/offload_lookup_probe.c \
-	extracted_c/proved/params.c extracted_c/proved/params.h
-# The library: the proved mask instance and the probe instance, which is
-# prefix_cache.c compiled again with PC_PROBE_INSTANCE (see that file).
-C_UNITS := extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache_probe.c \
-	extracted_c/proved/joint.c extracted_c/proved/reachable.c \
-	extracted_c/proved/full_attention.c extracted_c/proved/full_attention_probe.c \
-	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup_probe.c extracted_c/proved/params.c
+# The proved C (nothing edits it by hand; extracted_c/proved/verify.sh proves it).
+C_SRC := $(wildcard extracted_c/proved/*.[ch])
+# The library links every proved unit: the mask instances and the probe
+# instances (a search compiled again with PC_PROBE_INSTANCE, see prefix_cache.c).
+C_UNITS := $(wildcard extracted_c/proved/*.c)
+# The units one native module links (extracted_c/units.py, which setup.py reads too).
+units = $(shell $(PYTHON) extracted_c/units.py $(1))
 LIB := extracted_c/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
@@ -101,11 +97,9 @@ apt-tools:
 # native core kv_index._kvnative (its glue KVNATIVE_C around the proved
 # joint.c and prefix_cache.c), rebuilt in place when their sources change.
 # `pip install .` builds the same things.
-HOTPATH_C := extracted_c/glue/hotpath_module.c extracted_c/glue/hotpath_pool.c extracted_c/glue/hotpath_pool.h extracted_c/glue/hotpath_dict.h extracted_c/glue/hotpath_siphash.h \
-	extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h extracted_c/proved/full_attention_probe.c \
-	extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h extracted_c/proved/offload_lookup_probe.c
-KVNATIVE_C := kv_index/glue/kvindex_module.c kv_index/glue/kvindex_sha256.c kv_index/glue/kvindex_sha256.h
-HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py
+HOTPATH_C := $(wildcard extracted_c/glue/*.[ch])
+KVNATIVE_C := $(wildcard kv_index/glue/*.[ch])
+HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py extracted_c/units.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
 ext: $(HOTPATH_STAMP)
@@ -125,13 +119,10 @@ $(LIB): $(C_SRC)
 # the CPython glue, both instrumented; ffi-test-asan loads it in place of the
 # in-place build through $SWA_PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
-HOTPATH_ASAN_SRC := extracted_c/proved/prefix_cache_probe.c extracted_c/proved/full_attention_probe.c \
-	extracted_c/proved/offload_lookup_probe.c extracted_c/proved/params.c extracted_c/glue/hotpath_pool.c \
-	extracted_c/glue/hotpath_module.c
+HOTPATH_ASAN_SRC = $(call units,hotpath-core hotpath-glue)
 # kv_index._kvnative instrumented the same way, loaded through $SWA_PREFIX_CACHE_KVNATIVE.
 KVNATIVE_ASAN := build/asan/_kvnative.so
-KVNATIVE_ASAN_SRC := extracted_c/proved/prefix_cache.c extracted_c/proved/joint.c extracted_c/proved/params.c \
-	kv_index/glue/kvindex_sha256.c kv_index/glue/kvindex_module.c
+KVNATIVE_ASAN_SRC = $(call units,kv-core kv-glue)
 
 lib-asan: $(LIB_ASAN) $(HOTPATH_ASAN) $(KVNATIVE_ASAN)
 
@@ -151,10 +142,10 @@ define asan_extension
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 endef
 
-$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) | $(STAMP)
+$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) extracted_c/units.py | $(STAMP)
 	$(call asan_extension,$(HOTPATH_ASAN_SRC))
 
-$(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) | $(STAMP)
+$(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) extracted_c/units.py | $(STAMP)
 	$(call asan_extension,$(KVNATIVE_ASAN_SRC))
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
@@ -244,12 +235,7 @@ BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
 PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
 	$(wildcard extracted_c/proved/*.[ch] extracted_c/glue/*.[ch] kv_index/glue/*.[ch] extracted_c/*.py \
 		pyspec/*.py vllm_adapter/*.py kv_index/*.py)
-SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/proved/prefix_cache.c extracted_c/proved/prefix_cache.h \
-	extracted_c/proved/prefix_cache_probe.c extracted_c/proved/full_attention.c extracted_c/proved/full_attention.h \
-	extracted_c/proved/full_attention_probe.c extracted_c/proved/offload_lookup.c extracted_c/proved/offload_lookup.h \
-	extracted_c/proved/offload_lookup_probe.c extracted_c/glue/hotpath_module.c extracted_c/glue/hotpath_pool.c \
-	extracted_c/glue/hotpath_pool.h extracted_c/glue/hotpath_dict.h extracted_c/glue/hotpath_siphash.h \
-	extracted_c/proved/joint.c extracted_c/proved/joint.h extracted_c/proved/params.c extracted_c/proved/params.h $(KVNATIVE_C)
+SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/units.py $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C)
 
 .PHONY: dist
 dist: $(DIST_STAMP)
@@ -355,7 +341,8 @@ disk-budget:
 # check's (the venvs and vLLM's releases: mostly download and unpacking, one
 # at a time) beside WP's proofs, which need only the Frama-C tools; the main
 # test suite (one pytest process) beside vLLM's newest release's own tests
-# (another), which share no file.
+# (another), which share no file; the release is installed first when this
+# target runs alone (inside check, the installs beside WP made it already).
 CHECK_INSTALLS = $(STAMP) $(E2E_STAMP) $(PEERS_STAMP) \
 	$(foreach id,py312 py313 $(if $(PY314),py314),$(MATRIX_VENVS)/$(id)/.setup-stamp) \
 	$(foreach v,$(VLLM_RELEASES),$(RELEASES_DIR)/$(v)/.stamp)

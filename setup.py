@@ -2,20 +2,13 @@
 native core, ``kv_index._kvnative`` (everything else is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
-apart from the glue. ``extracted_c/proved/prefix_cache_probe.c``,
-``extracted_c/proved/full_attention_probe.c`` and
-``extracted_c/proved/offload_lookup_probe.c`` (prefix_cache.c, full_attention.c
-and offload_lookup.c in their probe instances, the texts Frama-C/WP proves)
-and ``extracted_c/proved/params.c`` (the proved run length and alignment period)
-are compiled with the flags ``make lib`` uses for the library (C99,
-pedantic, warnings as errors); the CPython glue
-(``extracted_c/glue/hotpath_module.c``, ``extracted_c/glue/hotpath_pool.c``) is
-compiled with Python's own flags plus GLUE_FLAGS (warnings as errors); all
-are linked into one extension module. ``kv_index._kvnative`` is built the
-same way: the proved ``extracted_c/proved/prefix_cache.c``, ``extracted_c/proved/joint.c``
-and ``extracted_c/proved/params.c`` (mask instance, unchanged) with the library's flags, its glue
-(``kv_index/glue/kvindex_module.c``, ``kv_index/glue/kvindex_sha256.c``) with
-Python's flags plus GLUE_FLAGS.
+apart from the glue. Each extension's proved units (extracted_c/units.py:
+the probe instances of the searches for ``_hotpath``, the mask instance and
+the joint lookup for ``_kvnative``, and the proved parameters for both) are
+compiled with the flags ``make lib`` uses for the library (C99, pedantic,
+warnings as errors); its CPython glue (extracted_c/glue/, kv_index/glue/)
+with Python's own flags plus GLUE_FLAGS (warnings as errors); all are
+linked into one extension module.
 
 A failed native build (no C compiler, no Python headers, a compile error)
 fails the install, with a message that says why and how to install without
@@ -43,18 +36,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-CORE_SOURCES = [
-    "extracted_c/proved/prefix_cache_probe.c",
-    "extracted_c/proved/full_attention_probe.c",
-    "extracted_c/proved/offload_lookup_probe.c",
-    "extracted_c/proved/params.c",
-]
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
-GLUE_SOURCES = ["extracted_c/glue/hotpath_module.c", "extracted_c/glue/hotpath_pool.c"]
-KV_CORE_SOURCES = ["extracted_c/proved/prefix_cache.c", "extracted_c/proved/joint.c", "extracted_c/proved/params.c"]
-KV_GLUE_SOURCES = ["kv_index/glue/kvindex_module.c", "kv_index/glue/kvindex_sha256.c"]
-# The proved C each extension links, compiled apart from its glue.
-CORE = {"extracted_c._hotpath": CORE_SOURCES, "kv_index._kvnative": KV_CORE_SOURCES}
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
 
 NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
@@ -73,6 +55,16 @@ def _load(name: str, relative: str):  # type: ignore[no-untyped-def]
 
 # pyspec/settings.py: every variable's name, former names and meaning.
 SETTINGS = _load("_swa_settings", "pyspec/settings.py")
+# extracted_c/units.py: the proved core and the glue each extension links.
+UNITS = _load("_swa_units", "extracted_c/units.py").UNITS
+# The proved C each extension links, compiled apart from its glue.
+CORE = {"extracted_c._hotpath": UNITS["hotpath-core"], "kv_index._kvnative": UNITS["kv-core"]}
+# What a rebuild depends on besides the glue's sources: every proved file
+# (the probe instances include their searches) and the glue's headers.
+_ROOT = Path(__file__).resolve().parent
+DEPENDS = sorted(str(p.relative_to(_ROOT)) for pattern in ("extracted_c/proved/*.[ch]",
+                                                           "extracted_c/glue/*.h", "kv_index/glue/*.h")
+                 for p in _ROOT.glob(pattern))
 
 
 def native_mode() -> str:
@@ -136,25 +128,16 @@ setup(
     ext_modules=[] if REASON is not None else [
         Extension(
             "extracted_c._hotpath",
-            sources=GLUE_SOURCES,
+            sources=UNITS["hotpath-glue"],
             include_dirs=["extracted_c/proved"],
-            depends=["extracted_c/proved/prefix_cache.c", "extracted_c/proved/prefix_cache.h",
-                     "extracted_c/proved/prefix_cache_probe.c", "extracted_c/proved/full_attention.c",
-                     "extracted_c/proved/full_attention.h", "extracted_c/proved/full_attention_probe.c",
-                     "extracted_c/proved/offload_lookup.c", "extracted_c/proved/offload_lookup.h",
-                     "extracted_c/proved/offload_lookup_probe.c", "extracted_c/glue/hotpath_pool.h",
-                     "extracted_c/glue/hotpath_dict.h", "extracted_c/glue/hotpath_siphash.h",
-                     "extracted_c/proved/params.c", "extracted_c/proved/params.h"],
+            depends=DEPENDS,
             extra_compile_args=GLUE_FLAGS,
         ),
         Extension(
             "kv_index._kvnative",
-            sources=KV_GLUE_SOURCES,
+            sources=UNITS["kv-glue"],
             include_dirs=["extracted_c/proved"],
-            depends=["extracted_c/proved/prefix_cache.c", "extracted_c/proved/prefix_cache.h",
-                     "extracted_c/proved/joint.c", "extracted_c/proved/joint.h",
-                     "kv_index/glue/kvindex_sha256.h", "extracted_c/proved/params.c",
-                     "extracted_c/proved/params.h"],
+            depends=DEPENDS,
             extra_compile_args=GLUE_FLAGS,
         ),
     ],

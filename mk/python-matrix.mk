@@ -155,26 +155,26 @@ $(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
-	for u in prefix_cache_probe full_attention_probe offload_lookup_probe params; do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c extracted_c/proved/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
-	for u in hotpath_module hotpath_pool; do \
-		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c extracted_c/glue/$$u.c -o $(AARCH64)/obj/$$u.o; done; \
+	for f in $(call units,hotpath-core); do \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c $$f -o $(AARCH64)/obj/$$(basename $$f .c).o; done; \
+	for f in $(call units,hotpath-glue); do \
+		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c $$f -o $(AARCH64)/obj/$$(basename $$f .c).o; done; \
 	$(AARCH64_CC) $(CFLAGS_LIB) -o $(AARCH64)/libprefix_cache.so $(C_UNITS); \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
 
-# kv_index._kvnative the same way (setup.py's KV_CORE_SOURCES with
-# CORE_FLAGS, KV_GLUE_SOURCES with Python's CFLAGS + GLUE_FLAGS): off x86-64
+# kv_index._kvnative the same way (extracted_c/units.py's kv-core with
+# CORE_FLAGS, its kv-glue with Python's CFLAGS + GLUE_FLAGS): off x86-64
 # kvindex_sha256.c compiles its portable SHA-256 only (its #if guard; the
 # preprocessed unit is checked to hold no SHA-NI code).
 $(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj-kv
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
-	for u in prefix_cache joint params; do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c extracted_c/proved/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
-	for u in kvindex_module kvindex_sha256; do \
-		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c kv_index/glue/$$u.c -o $(AARCH64)/obj-kv/$$u.o; done; \
+	for f in $(call units,kv-core); do \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c $$f -o $(AARCH64)/obj-kv/$$(basename $$f .c).o; done; \
+	for f in $(call units,kv-glue); do \
+		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c $$f -o $(AARCH64)/obj-kv/$$(basename $$f .c).o; done; \
 	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E kv_index/glue/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
 		|| { set +x; echo "kvindex_sha256.c: SHA-NI code compiled for aarch64"; exit 1; }; \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj-kv/*.o

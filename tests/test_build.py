@@ -133,3 +133,23 @@ def test_a_missing_build_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.delenv(hotpath.HOTPATH_ENV, raising=False)
     with pytest.raises(hotpath.HotPathUnavailable, match="was not built"):
         hotpath.load()
+
+
+def test_units_name_proved_cores_and_glue_that_exist() -> None:
+    """extracted_c/units.py, the one list setup.py and the Makefile read:
+    each extension's core is proved C (extracted_c/proved/) and its glue is
+    not; every file exists; the command line prints what the Makefile
+    compiles and refuses a name it does not know."""
+    from extracted_c import units
+
+    for name, paths in units.UNITS.items():
+        assert paths, name
+        for path in paths:
+            assert (ROOT / path).is_file(), path
+            assert path.startswith("extracted_c/proved/") == name.endswith("-core"), (name, path)
+    script = [sys.executable, str(ROOT / "extracted_c" / "units.py")]
+    done = subprocess.run(script + ["hotpath-core", "kv-glue"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout.split() == units.UNITS["hotpath-core"] + units.UNITS["kv-glue"]
+    refused = subprocess.run(script + ["hotpath"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "hotpath-core" in refused.stderr
