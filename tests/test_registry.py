@@ -143,3 +143,19 @@ def test_bind_refuses_a_wrong_number_of_values() -> None:
     with pytest.raises(ValueError, match="dp_routing"):
         registry.bind("dp_routing", object())
     assert not registry.is_installed("dp_routing")
+
+
+def test_a_target_that_cannot_be_imported_leaves_every_attribute_vllms(monkeypatch) -> None:
+    """dp_routing sets two classes; its second one's module missing means
+    the first stays vLLM's too, and the reason names the import."""
+    import dataclasses
+
+    patch = registry.BY_NAME["dp_routing"]
+    missing = dataclasses.replace(patch.binds[1], module="vllm.no_such_module")
+    monkeypatch.setitem(registry.BY_NAME, "dp_routing",
+                        dataclasses.replace(patch, binds=(patch.binds[0], missing)))
+    theirs = patch.binds[0].current()
+    assert not registry.install("dp_routing", lambda found, originals: (object(), object()), "kept")
+    assert patch.binds[0].current() is theirs
+    assert not registry.is_installed("dp_routing")
+    assert "vllm.no_such_module" in registry.state("dp_routing").reason

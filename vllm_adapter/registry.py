@@ -171,10 +171,13 @@ def bind(name: str, *values: Any) -> None:
         raise ValueError(f"bind({name!r}): {len(values)} values for {len(patch.binds)} targets")
     with lock:
         found = _states[name]
+        # Every owner is imported before the first attribute is set, so a
+        # module that cannot be imported leaves all of them vLLM's.
+        owners = [target.owner_class() for target in patch.binds]
         if not found.installed:
             found.originals = tuple(target.current() for target in patch.binds)
-        for target, value in zip(patch.binds, values):
-            setattr(target.owner_class(), target.attr, value)
+        for owner, target, value in zip(owners, patch.binds, values):
+            setattr(owner, target.attr, value)
         found.installed, found.reason = True, ""
 
 
