@@ -61,7 +61,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_adapter import registry
+from vllm_adapter import fingerprint, registry
 from vllm_adapter.config import DpRouting, read_dp_routing, read_tokens_per_load
 
 logger = logging.getLogger("vllm_adapter")
@@ -111,7 +111,8 @@ def install() -> bool:
             NAME, lambda found, originals: (_make_route(originals[0]), _layout_utility), _KEPT,
         )
         if done:
-            logger.info("swa-prefix-cache: data-parallel routing by exact hit active")
+            logger.info("swa-prefix-cache: data-parallel routing by exact hit active on vLLM %s",
+                        fingerprint.installed_version())
         return done
 
 

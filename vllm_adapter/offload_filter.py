@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_adapter import registry
+from vllm_adapter import fingerprint, registry
 from vllm_adapter.config import OffloadFilter, read_offload_filter
 
 logger = logging.getLogger("vllm_adapter")
@@ -63,7 +63,8 @@ def install() -> bool:
             return registry.refuse(NAME, "setting off")
         done = registry.install(NAME, lambda found, originals: (_make_mask(originals[0]),), _KEPT)
         if done:
-            logger.info("swa-prefix-cache: corrected KV-offload store filter active")
+            logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s",
+                        fingerprint.installed_version())
         return done
 
 
