@@ -8,9 +8,11 @@ what it replaces and the setting that governs it. The patch modules
 (patch.py for the lookups, offload_lookup.py, offload_filter.py,
 dp_routing.py) decide whether to patch and build the replacement;
 ``install`` fingerprints, builds and binds, ``refuse`` records why a patch
-stays off, and ``uninstall`` puts vLLM's attributes back. These are the only
-functions that set a vLLM attribute, so ``vllm_adapter.status()``,
-``qualify`` and the once-per-process log line read one table (``rows``).
+stays off, and ``uninstall`` puts vLLM's attributes back. Only ``bind`` and
+``uninstall`` set or delete an attribute of a vLLM class (the lookup memory
+also watches each pool's map instance it reads, vllm_adapter/lookup_memo.py),
+so ``vllm_adapter.status()``, ``qualify`` and the once-per-process log line
+read one table (``rows``).
 
 One re-entrant lock guards every record: a patch module holds it while it
 decides, and the installer takes it again to bind.
