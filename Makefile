@@ -205,6 +205,10 @@ bench: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_interpreters.py
 	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
 
+# A short host-tier replay (vLLM's OffloadingConnector, benchmarks/host_tier.py)
+# on 0.33.0 and 0.34.0: plugin off and on must schedule identically.
+TIER_QUICK := --layout gpt-oss-120b --requests 200 --offload-gb 256 --pool half
+
 bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_model.py --quick
 	$(TEST_ENV) $(PY) benchmarks/bench_vllm.py --quick
@@ -213,6 +217,8 @@ bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_kv_index.py --quick
 	$(PY) benchmarks/bench_interpreters.py --quick
 	$(TEST_ENV) $(PY) benchmarks/replay_suite.py --quick
+	$(TEST_ENV) $(PY) -m benchmarks.replay $(TIER_QUICK)
+	PYTHONPATH=build/releases/0.34.0 $(TEST_ENV) $(PY) -m benchmarks.replay $(TIER_QUICK)
 
 # The whole Mooncake trace (12,031 requests) through vLLM's scheduler on
 # every layout and both pools, plugin off and on (hours on 2 cores); its

@@ -42,6 +42,17 @@ ORIGINAL = SlidingWindowManager.__dict__[ATTR]  # vLLM's own, before any install
 FULL_ORIGINAL = FullAttentionManager.__dict__[ATTR]  # vLLM's own full-attention lookup
 # The hybrid coordinator's lookup, vLLM's own (the lookup memory wraps it).
 HYBRID_ORIGINAL = HybridKVCacheCoordinator.__dict__[ATTR]
+# The KV-offload connector's sliding-window scan, vLLM's own (None on a vLLM
+# without the offloading connector).
+OFFLOAD_ATTR = "_sliding_window_lookup"
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
+        OffloadingConnectorScheduler,
+    )
+except ImportError:  # an older vLLM: no offloading scheduler to patch
+    OffloadingConnectorScheduler = None
+OFFLOAD_ORIGINAL = (None if OffloadingConnectorScheduler is None
+                    else OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR))
 
 
 CORES = ("native", "python")
@@ -51,12 +62,15 @@ CORES = ("native", "python")
 class Patch:
     """What one implementation puts on vLLM's classes: the sliding-window
     lookup and the full-attention lookup (vLLM's own ``FULL_ORIGINAL`` when
-    that core does not replace it: the python core, or vLLM itself), and the
-    hybrid coordinator's lookup (vLLM's own unless the lookup memory is on)."""
+    that core does not replace it: the python core, or vLLM itself), the
+    hybrid coordinator's lookup (vLLM's own unless the lookup memory is on)
+    and the KV-offload connector's sliding-window lookup (vLLM's own unless
+    given: the host-tier replay)."""
 
     swa: Any
     full: Any
     hybrid: Any = HYBRID_ORIGINAL
+    offload: Any = OFFLOAD_ORIGINAL
 
     @property
     def full_replaced(self) -> bool:
@@ -68,8 +82,10 @@ VLLM_PATCH = Patch(ORIGINAL, FULL_ORIGINAL)
 
 def _captured() -> Patch:
     """What the plugin has put on the classes right now."""
+    offload = (None if OffloadingConnectorScheduler is None
+               else OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR))
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
-                 HybridKVCacheCoordinator.__dict__[ATTR])
+                 HybridKVCacheCoordinator.__dict__[ATTR], offload)
 
 
 @dataclass
@@ -92,8 +108,9 @@ class Impls:
 
 
 def _searches(patch: Patch) -> Patch:
-    """``patch`` with vLLM's own coordinator lookups (no lookup memory)."""
-    return replace(patch, hybrid=HYBRID_ORIGINAL)
+    """``patch`` with vLLM's own coordinator and offload lookups (no
+    lookup memory): the searches alone."""
+    return replace(patch, hybrid=HYBRID_ORIGINAL, offload=OFFLOAD_ORIGINAL)
 
 
 def _choice(core: str) -> tuple[Any, str]:
@@ -198,12 +215,16 @@ def use(impl: Any) -> Iterator[None]:
     SlidingWindowManager.find_longest_cache_hit = patch.swa
     FullAttentionManager.find_longest_cache_hit = patch.full
     HybridKVCacheCoordinator.find_longest_cache_hit = patch.hybrid
+    if OFFLOAD_ORIGINAL is not None:
+        setattr(OffloadingConnectorScheduler, OFFLOAD_ATTR, patch.offload)
     try:
         yield
     finally:
         SlidingWindowManager.find_longest_cache_hit = ORIGINAL
         FullAttentionManager.find_longest_cache_hit = FULL_ORIGINAL
         HybridKVCacheCoordinator.find_longest_cache_hit = HYBRID_ORIGINAL
+        if OFFLOAD_ORIGINAL is not None:
+            setattr(OffloadingConnectorScheduler, OFFLOAD_ATTR, OFFLOAD_ORIGINAL)
 
 
 def call_checked(impl: Any, core: str | None, fn: Callable[[], Any], calls: int = 1) -> Any:

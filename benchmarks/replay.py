@@ -2,12 +2,21 @@
 real model layout, plugin off and on, side by side in one process.
 
     python -m benchmarks.replay --trace FILE --layout NAME [--requests N] [--json OUT]
+        [--offload-gb GIB [--store stock|corrected] [--link-gb-s GB_S]]
 
 The last line printed is
 
-    replay layout=NAME requests=N steps=S identical=yes|no sched_ms_off=X sched_ms_on=Y speedup=Z
+    replay layout=NAME [offload_gib=G store=S] requests=N steps=S identical=yes|no
+        sched_ms_off=X sched_ms_on=Y speedup=Z hit_rate=H gpu_hit_rate=P tier_hit_rate=T
 
-(total scheduler milliseconds over the run, off and on; speedup = X / Y).
+(one line: total scheduler milliseconds over the run, off and on; speedup =
+X / Y; hit tokens of the requests' first admissions over prompt tokens, all,
+from the GPU pool and from the host tier).
+
+``--offload-gb`` gives both schedulers a host-memory KV tier
+(``benchmarks/host_tier.py``: vLLM's ``OffloadingConnector`` as
+``--kv-offloading-size`` configures it, its worker side simulated over a
+PCIe link); its connector metadata is part of what must be identical.
 
 How a run goes:
 
@@ -67,7 +76,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks import mooncake, replay_layouts  # noqa: E402
+from benchmarks import host_tier, mooncake, replay_layouts  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 HBM_BYTES_PER_S = 3.35e12 * 0.8
@@ -99,13 +108,58 @@ class StepModel:
         return self.fixed_ms + self.us_per_token * tokens / 1000
 
 
+STORES = ("stock", "corrected")
+
+
+@dataclass(frozen=True)
+class TierSetting:
+    """A host-memory KV tier on both schedulers: its size per GPU (GiB),
+    the host link's bandwidth per direction (GB/s) and the store filter
+    (vLLM's own, or the plugin's opt-in corrected one on both sides)."""
+
+    gib: float
+    link_gb_s: float = host_tier.DEFAULT_LINK_GB_S
+    store: str = "stock"
+
+    def __post_init__(self) -> None:
+        for name in ("gib", "link_gb_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if self.store not in STORES:
+            raise ValueError(f"store must be one of {STORES}, got {self.store!r}")
+
+
+def use_store(store: str) -> Callable[[], None]:
+    """Put the store filter ``store`` in place for the run (both sides:
+    vLLM's classes are shared); what undoes it. ``corrected`` is the
+    plugin's opt-in filter, installed as its setting installs it; a vLLM
+    that refuses it stops the run (a stock run would be measured under the
+    corrected name otherwise)."""
+    if store == "stock":
+        return lambda: None
+    from vllm_adapter import offload_filter
+
+    saved = os.environ.get("SWA_PREFIX_CACHE_OFFLOAD_FILTER")
+    os.environ["SWA_PREFIX_CACHE_OFFLOAD_FILTER"] = "corrected"
+    try:
+        if not offload_filter.install():
+            raise SystemExit(f"the corrected store filter did not install: {offload_filter.status()}")
+    finally:
+        if saved is None:
+            del os.environ["SWA_PREFIX_CACHE_OFFLOAD_FILTER"]
+        else:
+            os.environ["SWA_PREFIX_CACHE_OFFLOAD_FILTER"] = saved
+    return offload_filter.uninstall
+
+
 def step_form(out: Any) -> tuple[Any, ...]:
     """The canonical form of a ``SchedulerOutput``: what the two runs must
     agree on, step for step."""
     new = tuple((r.req_id, r.num_computed_tokens, tuple(tuple(ids) for ids in r.block_ids))
                 for r in out.scheduled_new_reqs)
     c = out.scheduled_cached_reqs
-    cached = (tuple(c.req_ids), tuple(sorted(c.resumed_req_ids)),
+    cached = (tuple(c.req_ids), tuple(sorted(getattr(c, "resumed_req_ids", ()))),  # 0.34: gone
               tuple(None if ids is None else tuple(tuple(x) for x in ids) for ids in c.new_block_ids),
               tuple(c.num_computed_tokens), tuple(c.num_output_tokens))
     return (new, cached, tuple(sorted(out.num_scheduled_tokens.items())),
@@ -114,7 +168,8 @@ def step_form(out: Any) -> tuple[Any, ...]:
 
 
 FORM_FIELDS = ("scheduled_new_reqs", "scheduled_cached_reqs", "num_scheduled_tokens",
-               "total_num_scheduled_tokens", "finished_req_ids", "preempted_req_ids")
+               "total_num_scheduled_tokens", "finished_req_ids", "preempted_req_ids",
+               "kv_connector_metadata", "step_ms")
 
 
 def first_difference(step: int, off: tuple[Any, ...], on: tuple[Any, ...]) -> dict[str, Any]:
@@ -153,9 +208,11 @@ def model_output(scheduler: Any, out: Any) -> Any:
             sampled.append([])
         else:
             sampled.append([sampled_token(rid, req.num_output_tokens)])
-    return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                             sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
-                             pooler_output=[])
+    kwargs: dict[str, Any] = dict(req_ids=req_ids, sampled_token_ids=sampled, logprobs=None,
+                                  prompt_logprobs_dict={}, pooler_output=[])
+    if "req_id_to_index" in ModelRunnerOutput.__dataclass_fields__:  # vLLM <= 0.33
+        kwargs["req_id_to_index"] = {r: i for i, r in enumerate(req_ids)}
+    return ModelRunnerOutput(**kwargs)
 
 
 @dataclass
@@ -165,12 +222,21 @@ class Side:
     name: str
     patch: Any  # a harness.Patch: the lookups put on vLLM's classes while it steps
     scheduler: Any
+    model: StepModel
+    worker: Any = None  # a host_tier.SimulatedWorker when the scheduler has a host tier
     step_ns: list[int] = field(default_factory=list)
     lookup_ns: int = 0
     lookups: int = 0
     mamba_ns: int = 0  # of lookup_ns: MambaManager's lookups (vLLM's own on both sides)
+    tier_lookup_ns: int = 0  # the connector's get_num_new_matched_tokens
+    tier_lookups: int = 0
     queries: int = 0
-    hits: int = 0
+    hits: int = 0  # GPU prefix-cache hit tokens (requests' first admissions)
+    tier_queries: int = 0
+    tier_hits: int = 0  # host-tier hit tokens (first admissions)
+    prefill_tokens: int = 0  # prompt tokens computed (recomputation after preemption included)
+    step_ms: float = 0.0  # the last step's simulated length
+    first_tokens: list[str] = field(default_factory=list)  # the last step's requests' first tokens
 
     def __post_init__(self) -> None:
         coordinator = self.scheduler.kv_cache_manager.coordinator
@@ -187,14 +253,39 @@ class Side:
                 self.lookups += 1
 
         coordinator.find_longest_cache_hit = timed
+        connector = getattr(self.scheduler, "connector", None)
+        if connector is not None:
+            tier = connector.connector_scheduler
+            tier_cls = type(tier)
 
-    def step(self, use: Callable[[Any], Any]) -> Any:
+            def tier_timed(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter_ns()
+                try:
+                    return tier_cls.get_num_new_matched_tokens(tier, *args, **kwargs)
+                finally:
+                    self.tier_lookup_ns += time.perf_counter_ns() - start
+                    self.tier_lookups += 1
+
+            tier.get_num_new_matched_tokens = tier_timed
+
+    def step(self, use: Callable[[Any], Any], clock_ms: float) -> Any:
+        """One engine step starting at ``clock_ms``; its ``SchedulerOutput``
+        (``self.step_ms``: how long the step took on the simulated GPU)."""
         _MAMBA_CLOCK["side"] = self
         with use(self.patch):
             start = time.perf_counter_ns()
             out = self.scheduler.schedule()
             between = time.perf_counter_ns()
-            runner = model_output(self.scheduler, out)  # the model's part: untimed
+            # The model's and the workers' part: untimed.
+            runner = model_output(self.scheduler, out)
+            self.first_tokens = [rid for rid, sampled in zip(runner.req_ids, runner.sampled_token_ids)
+                                 if sampled and not self.scheduler.requests[rid].num_output_tokens]
+            self.prefill_tokens += prefill_tokens(self.scheduler, out)
+            forward_ms = self.model.step_ms(out.total_num_scheduled_tokens) \
+                if out.total_num_scheduled_tokens else 0.0
+            self.step_ms = forward_ms
+            if self.worker is not None:
+                runner.kv_connector_output, self.step_ms = self.worker.step(out, clock_ms, forward_ms)
             resume = time.perf_counter_ns()
             outputs = self.scheduler.update_from_output(out, runner)
             end = time.perf_counter_ns()
@@ -202,10 +293,27 @@ class Side:
         # The step's prefix-cache counters, as the engine reports them.
         for eco in outputs.values():
             stats = eco.scheduler_stats
-            if stats is not None and stats.prefix_cache_stats is not None:
+            if stats is None:
+                continue
+            if stats.prefix_cache_stats is not None:
                 self.queries += stats.prefix_cache_stats.queries
                 self.hits += stats.prefix_cache_stats.hits
+            tier = getattr(stats, "connector_prefix_cache_stats", None)
+            if tier is not None:
+                self.tier_queries += tier.queries
+                self.tier_hits += tier.hits
         return out
+
+
+def prefill_tokens(scheduler: Any, out: Any) -> int:
+    """Prompt tokens the step computes (``schedule()`` has already advanced
+    each request's ``num_computed_tokens`` by what it scheduled)."""
+    total = 0
+    for rid, n in out.num_scheduled_tokens.items():
+        req = scheduler.requests[rid]
+        before = req.num_computed_tokens - n
+        total += max(0, min(n, req.num_prompt_tokens - before))
+    return total
 
 
 _MAMBA_CLOCK: dict[str, Side | None] = {"side": None}  # the side stepping now
@@ -256,6 +364,10 @@ def summary(side: Side) -> dict[str, Any]:
         "mamba_lookup_share": side.mamba_ns / 1e6 / total if total else 0.0,
         "prefix_cache_queries": side.queries, "prefix_cache_hits": side.hits,
         "hit_rate": side.hits / side.queries if side.queries else 0.0,
+        "tier_lookup_ms": side.tier_lookup_ns / 1e6, "tier_lookups": side.tier_lookups,
+        "tier_lookup_share": side.tier_lookup_ns / 1e6 / total if total else 0.0,
+        "tier_queries": side.tier_queries, "tier_hits": side.tier_hits,
+        "prefill_tokens": side.prefill_tokens,
         "cdf_ms": [q(i / (CDF_POINTS - 1)) for i in range(CDF_POINTS)],
     }
 
@@ -278,11 +390,12 @@ def make_requests(trace: list[mooncake.TraceRequest], max_model_len: int,
 
 def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
            pool_fraction: float, model: StepModel, log: Callable[[str], None],
-           on_patch: Any = None) -> dict[str, Any]:
+           on_patch: Any = None, tier: TierSetting | None = None) -> dict[str, Any]:
     """Both sides through ``trace``; the receipt. The plugin-on side runs
     the plugin's lookups as ``install()`` builds them, or ``on_patch`` (a
     ``harness.Patch``) when given: how a test shows that a wrong lookup
-    makes the run differ."""
+    makes the run differ. ``tier``: a host-memory KV tier on both sides
+    (``benchmarks/host_tier.py``), with the same store filter."""
     from vllm import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -292,12 +405,19 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     from extracted_c import hotpath
 
     impls = capture_impls()
-    built = {name: replay_layouts.build_scheduler(layout, pool_fraction=pool_fraction)
+    store = use_store(tier.store) if tier is not None else None
+    built = {name: replay_layouts.build_scheduler(
+                 layout, pool_fraction=pool_fraction,
+                 offload_gib=None if tier is None else tier.gib)
              for name in ("off", "on")}
     b = built["on"]
-    sides = {"off": Side("off", VLLM_PATCH, built["off"].scheduler),
+    workers = {name: None if tier is None else host_tier.SimulatedWorker(
+                   host_tier.group_block_bytes(built[name].scheduler.kv_cache_config),
+                   num_workers=layout.tensor_parallel_size, link_gb_s=tier.link_gb_s)
+               for name in ("off", "on")}
+    sides = {"off": Side("off", VLLM_PATCH, built["off"].scheduler, model, workers["off"]),
              "on": Side("on", impls.installed if on_patch is None else on_patch,
-                        built["on"].scheduler)}
+                        built["on"].scheduler, model, workers["on"])}
     init_none_hash(sha256)
     hasher = get_request_block_hasher(b.hash_block_size, sha256)
     started = time.perf_counter()
@@ -306,8 +426,12 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
         f"({cut} cut to max_model_len {b.max_model_len}); pool {b.num_blocks} blocks "
         f"of {b.block_size} tokens ({b.full_pool_blocks} at the full pool), groups {b.groups}")
 
+    arrival_ms: dict[str, float] = {}
+    ttft_ms: dict[str, float] = {}
+
     def add(k: int) -> None:
         rid, prompt, out_tokens = made[k]
+        arrival_ms[rid] = float(trace[k].timestamp_ms)
         for side in sides.values():
             params = SamplingParams(max_tokens=out_tokens, ignore_eos=True)
             side.scheduler.add_request(Request(rid, prompt, params, None, block_hasher=hasher,
@@ -335,8 +459,10 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
                     continue
                 outs = {}
                 for side in order[steps % 2:] + order[:steps % 2]:
-                    outs[side.name] = side.step(use)
-                forms = {name: step_form(out) for name, out in outs.items()}
+                    outs[side.name] = side.step(use, clock_ms)
+                forms = {name: step_form(out) + (host_tier.metadata_form(out.kv_connector_metadata),
+                                                 sides[name].step_ms)
+                         for name, out in outs.items()}
                 if forms["off"] != forms["on"]:
                     first_diff = first_difference(steps, forms["off"], forms["on"])
                     steps += 1
@@ -344,9 +470,20 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
                 digest.update(repr(forms["off"]).encode())
                 tokens = outs["off"].total_num_scheduled_tokens
                 steps += 1
+                clock_ms += sides["off"].step_ms
+                for rid in sides["off"].first_tokens:
+                    ttft_ms.setdefault(rid, clock_ms - arrival_ms[rid])
+                worker = sides["off"].worker
                 if tokens:
-                    clock_ms += model.step_ms(tokens)
                     idle = 0
+                elif worker is not None and worker.busy():
+                    # Nothing to compute while copies are under way: on to
+                    # the next copy's end or the next arrival.
+                    nxt = worker.next_event_ms()
+                    if nxt is not None:
+                        if arrived < len(made):
+                            nxt = min(nxt, float(trace[arrived].timestamp_ms))
+                        clock_ms = max(clock_ms, nxt)
                 else:
                     idle += 1
                     if idle > 2:  # nothing schedulable: wait for the next arrival
@@ -366,7 +503,30 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     if native_before is not None:
         after = hotpath.load().totals()
         native = {key: after[key] - native_before[key] for key in ("native", "delegated")}
+    if store is not None:
+        store()
     off, on = summary(sides["off"]), summary(sides["on"])
+    prompt_tokens = sum(len(p) for _, p, _ in made[:arrived])
+    output_tokens = sum(n for _, _, n in made[:arrived])
+    ttfts = sorted(ttft_ms.values())
+
+    def ttft_q(p: float) -> float | None:
+        return ttfts[min(len(ttfts) - 1, int(p * len(ttfts)))] if ttfts else None
+
+    hits = {"gpu_hit_tokens": off["prefix_cache_hits"], "tier_hit_tokens": off["tier_hits"],
+            "hit_rate": (off["prefix_cache_hits"] + off["tier_hits"]) / prompt_tokens if prompt_tokens else 0.0,
+            "gpu_hit_rate": off["prefix_cache_hits"] / prompt_tokens if prompt_tokens else 0.0,
+            "tier_hit_rate": off["tier_hits"] / prompt_tokens if prompt_tokens else 0.0,
+            "prefill_tokens": off["prefill_tokens"],
+            "ttft_p50_ms": ttft_q(0.5), "ttft_p90_ms": ttft_q(0.9),
+            "output_tokens_per_s": output_tokens / (clock_ms / 1000) if clock_ms else None}
+    tier_receipt = None
+    if tier is not None:
+        worker = sides["off"].worker
+        manager = sides["off"].scheduler.connector.connector_scheduler.manager
+        info = {k: v for entry in manager.config_info() for k, v in dict(entry).items()}
+        tier_receipt = dict(asdict(tier), **asdict(worker.counters), manager=type(manager).__name__,
+                            **{k: info[k] for k in ("cpu_num_chunks", "cpu_kv_cache_size_bytes") if k in info})
     return {
         "layout": layout.name, "source": layout.source, "pool_fraction": pool_fraction,
         "num_blocks": b.num_blocks, "full_pool_blocks": b.full_pool_blocks,
@@ -375,7 +535,8 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
         "available_kv_bytes": b.available_kv_bytes, "max_model_len": b.max_model_len,
         "coordinator": type(sides["on"].scheduler.kv_cache_manager.coordinator).__name__,
         "requests": len(made), "arrived": arrived, "prompts_cut": cut,
-        "prompt_tokens": sum(len(p) for _, p, _ in made[:arrived]),
+        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+        **hits, "tier": tier_receipt,
         "steps": steps, "simulated_s": clock_ms / 1000,
         "identical": first_diff is None, "first_difference": first_diff,
         "digest": digest.hexdigest(), "step_model": asdict(model),
@@ -388,10 +549,14 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
 
 def replay_line(r: dict[str, Any]) -> str:
     speedup = r["speedup"]
-    return (f"replay layout={r['layout']} requests={r['requests']} steps={r['steps']} "
+    tier = r.get("tier")
+    tier_part = "" if tier is None else f" offload_gib={tier['gib']:g} store={tier['store']}"
+    return (f"replay layout={r['layout']}{tier_part} requests={r['requests']} steps={r['steps']} "
             f"identical={'yes' if r['identical'] else 'no'} sched_ms_off={r['off']['total_ms']:.1f} "
             f"sched_ms_on={r['on']['total_ms']:.1f} "
-            f"speedup={'n/a' if speedup is None else f'{speedup:.2f}'}")
+            f"speedup={'n/a' if speedup is None else f'{speedup:.2f}'} "
+            f"hit_rate={r['hit_rate']:.4f} gpu_hit_rate={r['gpu_hit_rate']:.4f} "
+            f"tier_hit_rate={r['tier_hit_rate']:.4f}")
 
 
 def report(r: dict[str, Any]) -> list[str]:
@@ -417,6 +582,22 @@ def report(r: dict[str, Any]) -> list[str]:
                  f"{'PASS' if r['on']['lookup_share'] <= LOOKUP_SHARE_MAX else 'MISS'} "
                  f"({100 * r['on']['lookup_share']:.2f}%; off {100 * r['off']['lookup_share']:.2f}%)")
     lines.append(f"  hit rate equal off/on: {'yes' if same_hits else 'NO'}")
+    ttft = [r.get(k) for k in ("ttft_p50_ms", "ttft_p90_ms")]
+    lines.append(f"  hit tokens / prompt tokens {r['hit_rate']:.4f} (GPU pool {r['gpu_hit_rate']:.4f}, "
+                 f"host tier {r['tier_hit_rate']:.4f}); prefill tokens computed {r['prefill_tokens']:,}; "
+                 f"TTFT p50 / p90 " + " / ".join("n/a" if t is None else f"{t:.0f}" for t in ttft)
+                 + f" ms; {r['output_tokens_per_s'] or 0:.0f} output tokens/s")
+    tier = r.get("tier")
+    if tier is not None:
+        share_ok = r["on"]["tier_lookup_share"] <= LOOKUP_SHARE_MAX
+        lines.append(f"  host tier {tier['gib']:g} GiB per GPU ({tier.get('cpu_num_chunks', '?'):,} chunks, "
+                     f"{tier['manager']}), store {tier['store']}, link {tier['link_gb_s']:g} GB/s: "
+                     f"{tier['stores']:,} stores ({tier['store_bytes'] / 1e9:.1f} GB), {tier['loads']:,} loads "
+                     f"({tier['load_bytes'] / 1e9:.1f} GB), {tier['flushed']} flushed, "
+                     f"{tier['wait_ms']:.0f} ms waited")
+        lines.append(f"  target tier lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, "
+                     f"plugin on: {'PASS' if share_ok else 'MISS'} "
+                     f"({100 * r['on']['tier_lookup_share']:.2f}%; off {100 * r['off']['tier_lookup_share']:.2f}%)")
     return lines
 
 
@@ -428,6 +609,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the receipt here")
     parser.add_argument("--pool", choices=("full", "half"), default="full",
                         help="the blocks vLLM gives the model on one 80 GB GPU, or half of them")
+    parser.add_argument("--offload-gb", type=float, default=None, metavar="GIB",
+                        help="a host-memory KV tier of this many GiB per GPU (vLLM's OffloadingConnector, "
+                             "CPU backend; the worker side simulated)")
+    parser.add_argument("--link-gb-s", type=float, default=host_tier.DEFAULT_LINK_GB_S,
+                        help="the host link's bandwidth per direction, GB/s (default: PCIe Gen5 x16 at 80%%)")
+    parser.add_argument("--store", choices=STORES, default="stock",
+                        help="the tier's store filter on both sides: vLLM's own, or the plugin's corrected one")
     parser.add_argument("--step-fixed-ms", type=float, default=None)
     parser.add_argument("--step-us-per-token", type=float, default=None)
     args = parser.parse_args(argv)
@@ -439,6 +627,14 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, flag)
         if value is not None and value < 0:
             parser.error(f"--{flag.replace('_', '-')} must be >= 0, got {value}")
+    tier = None
+    if args.offload_gb is not None:
+        try:
+            tier = TierSetting(args.offload_gb, args.link_gb_s, args.store)
+        except ValueError as exc:
+            parser.error(f"--offload-gb/--link-gb-s/--store: {exc}")
+    elif args.store != "stock":
+        parser.error("--store needs --offload-gb (a store filter needs a host tier)")
     layout = replay_layouts.load(args.layout)
     model = StepModel.for_layout(layout)
     if args.step_fixed_ms is not None or args.step_us_per_token is not None:
@@ -450,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
           f"GPU step {model.fixed_ms:.2f} ms + {model.us_per_token:.1f} us/token ({model.source})",
           flush=True)
     result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
-                    log=lambda line: print(line, flush=True))
+                    log=lambda line: print(line, flush=True), tier=tier)
     result.update(trace=str(args.trace), pool=args.pool, python=platform.python_version(),
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if args.json is not None:

@@ -220,6 +220,28 @@ def config_only_model_dir(config: dict[str, Any], prefix: str) -> str:
     return str(folder)
 
 
+def _vllm_config(build: Any) -> Any:
+    """``build()``, passing over vLLM 0.34+'s x86 "requires Triton" config
+    guard where it refuses (scripts/vllm_upstream/triton_guard.py: the
+    scheduler runs no Triton kernel; older releases never refuse)."""
+    import sys
+
+    try:
+        return build()
+    except RuntimeError as exc:
+        guard_dir = str(Path(__file__).resolve().parents[1] / "scripts" / "vllm_upstream")
+        if guard_dir not in sys.path:
+            sys.path.append(guard_dir)
+        import triton_guard
+
+        if triton_guard.TRITON_REFUSAL not in str(exc):
+            raise
+        with triton_guard.triton_guard_passed() as passed:
+            if not passed:
+                raise
+            return build()
+
+
 @dataclass
 class Built:
     """A scheduler and how its pool was sized."""
@@ -238,12 +260,18 @@ class Built:
 def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
                     reserve_bytes: int = RESERVE_BYTES,
                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
-                    max_num_seqs: int = MAX_NUM_SEQS) -> Built:
+                    max_num_seqs: int = MAX_NUM_SEQS, offload_gib: float | None = None) -> Built:
     """vLLM's ``Scheduler`` for ``layout`` (prefix caching on, chunked
     prefill, log_stats on), its pool ``pool_fraction`` of the blocks vLLM
-    would give the model on one 80 GB GPU."""
+    would give the model on one 80 GB GPU; with ``offload_gib``, a host tier
+    of that many GiB per GPU, as ``--kv-offloading-size`` sets it (vLLM's
+    ``OffloadingConnector``, CPU backend; the size is per GPU here, vLLM's
+    flag the total over the tensor-parallel ranks)."""
     if not isinstance(pool_fraction, float) or not 0.0 < pool_fraction <= 1.0:
         raise ValueError(f"pool_fraction must be a float in (0, 1], got {pool_fraction!r}")
+    if offload_gib is not None and (isinstance(offload_gib, bool) or not isinstance(offload_gib, (int, float))
+                                    or not offload_gib > 0):
+        raise ValueError(f"offload_gib must be a positive number or None, got {offload_gib!r}")
     from vllm.v1.attention.backends.utils import (
         get_supported_kv_cache_layouts,
         resolve_kv_cache_layout,
@@ -278,10 +306,12 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=max_len, enable_chunked_prefill=True, is_encoder_decoder=False)
     cache_config = CacheConfig(block_size=BLOCK_SIZE, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
-                               cache_dtype="auto", enable_prefix_caching=True)
-    vllm_config = VllmConfig(scheduler_config=scheduler_config, model_config=model_config,
-                             cache_config=cache_config,
-                             parallel_config=ParallelConfig(tensor_parallel_size=layout.tensor_parallel_size))
+                               cache_dtype="auto", enable_prefix_caching=True,
+                               kv_offloading_size=(None if offload_gib is None
+                                                   else offload_gib * layout.tensor_parallel_size))
+    vllm_config = _vllm_config(lambda: VllmConfig(
+        scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config,
+        parallel_config=ParallelConfig(tensor_parallel_size=layout.tensor_parallel_size)))
     if "linear_attention" in layout.layer_types():
         align_hybrid_block_size(vllm_config)
     register_all_kvcache_specs(vllm_config)

@@ -21,7 +21,7 @@ RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
 # newer than .venv's (0.34+: the map cleared in place, the pool's block ids,
 # the CPU platform's "requires Triton" refusal).
 RELEASE_NEW_SUITES := memo=tests/test_lookup_memo.py qualify=tests/test_qualify.py \
-	guard=tests/test_triton_guard.py
+	guard=tests/test_triton_guard.py tier=tests/test_host_tier.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
 	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
 

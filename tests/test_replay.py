@@ -16,7 +16,8 @@ import pytest
 from benchmarks import mooncake, replay, replay_layouts
 
 REPLAY_LINE = re.compile(r"^replay layout=(\S+) requests=(\d+) steps=(\d+) identical=(yes|no) "
-                         r"sched_ms_off=([\d.]+) sched_ms_on=([\d.]+) speedup=([\d.]+)$")
+                         r"sched_ms_off=([\d.]+) sched_ms_on=([\d.]+) speedup=([\d.]+) "
+                         r"hit_rate=([\d.]+) gpu_hit_rate=([\d.]+) tier_hit_rate=([\d.]+)$")
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +119,8 @@ def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert int(m.group(3)) == receipt["steps"]
     assert float(m.group(5)) == pytest.approx(receipt["off"]["total_ms"], abs=0.05)
     assert float(m.group(6)) == pytest.approx(receipt["on"]["total_ms"], abs=0.05)
+    assert float(m.group(8)) == pytest.approx(receipt["hit_rate"], abs=5e-5)
+    assert float(m.group(10)) == receipt["tier_hit_rate"] == 0.0  # no host tier asked for
     for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "lookup_share", "steps_over_ms"):
         assert key in receipt["on"] and key in receipt["off"]
 
@@ -128,6 +131,10 @@ def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[
     ["--layout", "llama-3.1-8b", "--trace", "/no/such/trace.jsonl"],
     ["--layout", "llama-3.1-8b", "--step-fixed-ms", "-1"],
     ["--layout", "llama-3.1-8b", "--pool", "quarter"],
+    ["--layout", "llama-3.1-8b", "--offload-gb", "0"],
+    ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--link-gb-s", "-1"],
+    ["--layout", "llama-3.1-8b", "--store", "corrected"],
+    ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--store", "dense"],
 ])
 def test_bad_command_lines_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
