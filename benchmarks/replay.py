@@ -239,34 +239,28 @@ class Side:
     first_tokens: list[str] = field(default_factory=list)  # the last step's requests' first tokens
 
     def __post_init__(self) -> None:
-        coordinator = self.scheduler.kv_cache_manager.coordinator
-        # Looked up on the class at each call: the side's patch may replace
-        # the coordinator's method itself (the lookup memory).
-        cls = type(coordinator)
+        self._time_calls(self.scheduler.kv_cache_manager.coordinator, "find_longest_cache_hit",
+                         "lookup_ns", "lookups")
+        connector = getattr(self.scheduler, "connector", None)
+        if connector is not None:
+            self._time_calls(connector.connector_scheduler, "get_num_new_matched_tokens",
+                             "tier_lookup_ns", "tier_lookups")
+
+    def _time_calls(self, obj: Any, method: str, total_ns: str, calls: str) -> None:
+        """Time every call of ``obj.method`` into this side's ``total_ns``
+        and ``calls`` counters. The method is looked up on the class at each
+        call: the side's patch may replace it there (the lookup memory)."""
+        cls = type(obj)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter_ns()
             try:
-                return cls.find_longest_cache_hit(coordinator, *args, **kwargs)
+                return getattr(cls, method)(obj, *args, **kwargs)
             finally:
-                self.lookup_ns += time.perf_counter_ns() - start
-                self.lookups += 1
+                setattr(self, total_ns, getattr(self, total_ns) + time.perf_counter_ns() - start)
+                setattr(self, calls, getattr(self, calls) + 1)
 
-        coordinator.find_longest_cache_hit = timed
-        connector = getattr(self.scheduler, "connector", None)
-        if connector is not None:
-            tier = connector.connector_scheduler
-            tier_cls = type(tier)
-
-            def tier_timed(*args: Any, **kwargs: Any) -> Any:
-                start = time.perf_counter_ns()
-                try:
-                    return tier_cls.get_num_new_matched_tokens(tier, *args, **kwargs)
-                finally:
-                    self.tier_lookup_ns += time.perf_counter_ns() - start
-                    self.tier_lookups += 1
-
-            tier.get_num_new_matched_tokens = tier_timed
+        setattr(obj, method, timed)
 
     def step(self, use: Callable[[Any], Any], clock_ms: float) -> Any:
         """One engine step starting at ``clock_ms``; its ``SchedulerOutput``
