@@ -19,6 +19,7 @@ Stdlib only: the e2e harness and the benchmarks both import it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass
@@ -107,3 +108,62 @@ def output_tokens(request: TraceRequest, *, scale: int = 1, cap: int | None = No
     """The request's output length divided by ``scale`` (at least 1, at most ``cap``)."""
     n = max(1, -(-request.output_length // scale))
     return n if cap is None else min(n, cap)
+
+
+def conversation_key(request: TraceRequest) -> int | None:
+    """The block id that names a request's conversation: its second block
+    (the first is the system prompt every request shares); None for a
+    request of one block, which shares nothing beyond that."""
+    return request.hash_ids[1] if len(request.hash_ids) > 1 else None
+
+
+def instance_share(requests: list[TraceRequest], instances: int, instance: int) -> list[TraceRequest]:
+    """The requests one of ``instances`` serving instances gets when a router
+    keeps each conversation on one instance (session affinity, what a
+    prefix-aware router converges to): a conversation goes to the instance
+    its key hashes to, a one-block request to ``index % instances``."""
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise ValueError(f"instances must be a positive int, got {instances!r}")
+    if isinstance(instance, bool) or not isinstance(instance, int) or not 0 <= instance < instances:
+        raise ValueError(f"instance must be an int in [0, {instances}), got {instance!r}")
+    share = []
+    for k, request in enumerate(requests):
+        key = conversation_key(request)
+        if key is None:
+            home = k % instances
+        else:
+            digest = hashlib.blake2b(str(key).encode(), digest_size=8).digest()
+            home = int.from_bytes(digest, "little") % instances
+        if home == instance:
+            share.append(request)
+    return share
+
+
+def prefix_ceiling(prompts: list[tuple[tuple[int, ...], int]], block: int) -> list[int]:
+    """Per prompt ``(hash_ids, tokens)``, in arrival order, the most tokens
+    a prefix cache that kept every earlier prompt could serve it: the
+    longest prefix it shares with any earlier prompt (``d`` common leading
+    trace blocks share ``min(d * 512, both lengths)`` tokens), cut to whole
+    ``block``-token blocks and to at most ``tokens - 1`` (a prompt always
+    computes its last token), as vLLM's prefix cache does."""
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or TRACE_BLOCK % block:
+        raise ValueError(f"block must be a positive int dividing {TRACE_BLOCK}, got {block!r}")
+    root: dict[int, list] = {}  # block id -> [longest earlier prompt through it, children]
+    out = []
+    for hash_ids, tokens in prompts:
+        used = hash_ids[:-(-tokens // TRACE_BLOCK)]
+        best = 0
+        node = root
+        for depth, block_id in enumerate(used, 1):
+            entry = node.get(block_id)
+            if entry is None:
+                break
+            best = max(best, min(depth * TRACE_BLOCK, entry[0], tokens))
+            node = entry[1]
+        out.append(min(best, tokens - 1) // block * block if tokens else 0)
+        node = root
+        for block_id in used:
+            entry = node.setdefault(block_id, [0, {}])
+            entry[0] = max(entry[0], tokens)
+            node = entry[1]
+    return out

@@ -62,6 +62,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import math
 import os
 import platform
 import sys
@@ -109,6 +110,20 @@ class StepModel:
 
 
 STORES = ("stock", "corrected")
+UTILIZATION = 0.7  # --instances auto: the GPU's busy share the prompts may take
+
+
+def instances_for(trace: list[mooncake.TraceRequest], model: StepModel,
+                  utilization: float = UTILIZATION) -> int:
+    """The fewest instances among which one GPU's share of ``trace``'s
+    prompts takes at most ``utilization`` of the trace's time to compute
+    by ``model`` (prompt tokens times its per-token cost; the decode steps'
+    fixed cost comes on top, so the share leaves room for it)."""
+    if not trace:
+        raise ValueError("trace must hold at least one request")
+    span_ms = max(1.0, float(trace[-1].timestamp_ms - trace[0].timestamp_ms))
+    busy_ms = sum(r.input_length for r in trace) * model.us_per_token / 1000
+    return max(1, math.ceil(busy_ms / (span_ms * utilization)))
 
 
 @dataclass(frozen=True)
@@ -507,7 +522,11 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     def ttft_q(p: float) -> float | None:
         return ttfts[min(len(ttfts) - 1, int(p * len(ttfts)))] if ttfts else None
 
+    ceiling = sum(mooncake.prefix_ceiling([(trace[k].hash_ids, len(made[k][1])) for k in range(arrived)],
+                                          b.hash_block_size))
     hits = {"gpu_hit_tokens": off["prefix_cache_hits"], "tier_hit_tokens": off["tier_hits"],
+            "ceiling_hit_tokens": ceiling,
+            "ceiling_hit_rate": ceiling / prompt_tokens if prompt_tokens else 0.0,
             "hit_rate": (off["prefix_cache_hits"] + off["tier_hits"]) / prompt_tokens if prompt_tokens else 0.0,
             "gpu_hit_rate": off["prefix_cache_hits"] / prompt_tokens if prompt_tokens else 0.0,
             "tier_hit_rate": off["tier_hits"] / prompt_tokens if prompt_tokens else 0.0,
@@ -577,8 +596,10 @@ def report(r: dict[str, Any]) -> list[str]:
                  f"({100 * r['on']['lookup_share']:.2f}%; off {100 * r['off']['lookup_share']:.2f}%)")
     lines.append(f"  hit rate equal off/on: {'yes' if same_hits else 'NO'}")
     ttft = [r.get(k) for k in ("ttft_p50_ms", "ttft_p90_ms")]
+    of_ceiling = r["hit_rate"] / r["ceiling_hit_rate"] if r["ceiling_hit_rate"] else 0.0
     lines.append(f"  hit tokens / prompt tokens {r['hit_rate']:.4f} (GPU pool {r['gpu_hit_rate']:.4f}, "
-                 f"host tier {r['tier_hit_rate']:.4f}); prefill tokens computed {r['prefill_tokens']:,}; "
+                 f"host tier {r['tier_hit_rate']:.4f}; the trace's ceiling {r['ceiling_hit_rate']:.4f}, "
+                 f"{of_ceiling:.2f} of it); prefill tokens computed {r['prefill_tokens']:,}; "
                  f"TTFT p50 / p90 " + " / ".join("n/a" if t is None else f"{t:.0f}" for t in ttft)
                  + f" ms; {r['output_tokens_per_s'] or 0:.0f} output tokens/s")
     tier = r.get("tier")
@@ -610,6 +631,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the host link's bandwidth per direction, GB/s (default: PCIe Gen5 x16 at 80%%)")
     parser.add_argument("--store", choices=STORES, default="stock",
                         help="the tier's store filter on both sides: vLLM's own, or the plugin's corrected one")
+    parser.add_argument("--instances", default="1", metavar="K|auto",
+                        help="replay one of K instances' share of the trace (each conversation on one "
+                             "instance); auto: the fewest instances whose prompts one GPU computes in at most "
+                             f"{100 * UTILIZATION:.0f}%% of the trace's time by the step model")
+    parser.add_argument("--instance", type=int, default=0,
+                        help="which instance's share (0-based) of the trace's first --requests requests")
     parser.add_argument("--step-fixed-ms", type=float, default=None)
     parser.add_argument("--step-us-per-token", type=float, default=None)
     args = parser.parse_args(argv)
@@ -635,13 +662,30 @@ def main(argv: list[str] | None = None) -> int:
         model = StepModel(fixed_ms=model.fixed_ms if args.step_fixed_ms is None else args.step_fixed_ms,
                           us_per_token=(model.us_per_token if args.step_us_per_token is None
                                         else args.step_us_per_token), source="set on the command line")
-    trace = mooncake.load(args.trace, args.requests)
+    if args.instances == "1" and args.instance == 0:
+        trace = mooncake.load(args.trace, args.requests)
+        instances = 1
+    else:
+        whole = mooncake.load(args.trace)
+        if args.instances == "auto":
+            instances = instances_for(whole, model)
+        elif args.instances.isdigit() and int(args.instances) > 0:
+            instances = int(args.instances)
+        else:
+            parser.error(f"--instances must be a positive int or 'auto', got {args.instances!r}")
+        if not 0 <= args.instance < instances:
+            parser.error(f"--instance must be in [0, {instances}), got {args.instance}")
+        first = whole[:args.requests]
+        trace = mooncake.instance_share(first, instances, args.instance)
+        print(f"replay: instance {args.instance} of {instances} ({args.instances}): "
+              f"{len(trace)} of the trace's first {len(first)} requests, each conversation on one instance")
     print(f"replay: {len(trace)} requests of {args.trace.name} on {layout.name} ({args.pool} pool); "
           f"GPU step {model.fixed_ms:.2f} ms + {model.us_per_token:.1f} us/token ({model.source})",
           flush=True)
     result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
                     log=lambda line: print(line, flush=True), tier=tier)
-    result.update(trace=str(args.trace), pool=args.pool, python=platform.python_version(),
+    result.update(trace=str(args.trace), pool=args.pool, instances=instances, instance=args.instance,
+                  python=platform.python_version(),
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -90,3 +90,50 @@ def test_bad_input(tmp_path: Path) -> None:
         path.write_text(text + "\n")
         with pytest.raises(ValueError, match=f"{name}:1"):
             mooncake.load(path)
+
+
+def _req(ids: tuple[int, ...], tokens: int, ts: int = 0) -> mooncake.TraceRequest:
+    return mooncake.TraceRequest(ts, tokens, 10, ids)
+
+
+def test_prefix_ceiling_is_the_longest_earlier_shared_prefix() -> None:
+    """Blocks of 16 tokens: the second prompt shares two trace blocks (1,024
+    tokens) with the first, but the first has only 700 tokens; the third
+    extends the second (a conversation's next turn); the fourth shares only
+    the system block; a prompt never serves its own last token."""
+    prompts = [((0, 1, 2), 700), ((0, 1, 5, 6), 1800), ((0, 1, 5, 6, 7), 2100), ((0, 9), 600),
+               ((0, 1, 5, 6, 7), 2100)]
+    assert mooncake.prefix_ceiling(prompts, 16) == [0, 688, 1792, 512, 2096]
+    assert mooncake.prefix_ceiling(prompts, 512) == [0, 512, 1536, 512, 2048]
+    # Brute force over the first 300 requests of the trace.
+    trace = mooncake.load(limit=300)
+    got = mooncake.prefix_ceiling([(r.hash_ids, r.input_length) for r in trace], 16)
+    for k, r in enumerate(trace):
+        best = 0
+        for e in trace[:k]:
+            d = 0
+            for x, y in zip(e.hash_ids[:-(-e.input_length // 512)], r.hash_ids[:-(-r.input_length // 512)]):
+                if x != y:
+                    break
+                d += 1
+            best = max(best, min(d * 512, e.input_length, r.input_length))
+        assert got[k] == min(best, r.input_length - 1) // 16 * 16
+
+
+def test_instance_share_keeps_conversations_whole_and_partitions_the_trace() -> None:
+    trace = mooncake.load(limit=2000)
+    shares = [mooncake.instance_share(trace, 4, i) for i in range(4)]
+    assert sorted(id(r) for s in shares for r in s) == sorted(id(r) for r in trace)
+    home = {}
+    for i, share in enumerate(shares):
+        assert len(share) > 300  # roughly a quarter each
+        for r in share:
+            key = mooncake.conversation_key(r)
+            if key is not None:
+                assert home.setdefault(key, i) == i  # a conversation never splits
+    assert mooncake.instance_share(trace, 1, 0) == trace
+    for bad in ((0, 0), (2, 2), (2, -1), (True, 0), (2.0, 0)):
+        with pytest.raises(ValueError, match="instance"):
+            mooncake.instance_share(trace, *bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="block"):
+        mooncake.prefix_ceiling([], 24)

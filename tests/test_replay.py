@@ -134,6 +134,9 @@ def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[
     ["--layout", "llama-3.1-8b", "--offload-gb", "0"],
     ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--link-gb-s", "-1"],
     ["--layout", "llama-3.1-8b", "--store", "corrected"],
+    ["--layout", "llama-3.1-8b", "--instances", "0"],
+    ["--layout", "llama-3.1-8b", "--instances", "many"],
+    ["--layout", "llama-3.1-8b", "--instances", "2", "--instance", "2"],
     ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--store", "dense"],
 ])
 def test_bad_command_lines_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,3 +212,17 @@ def test_suite_merges_receipts_each_run_once(tmp_path: Path, capsys: pytest.Capt
         replay_suite.main(["--merge", str(tmp_path / "missing.json")])
     assert exc.value.code == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_instances_for_is_the_stated_formula() -> None:
+    """The fewest instances whose share of the prompts one GPU computes in at
+    most 70% of the trace's time by the step model."""
+    layout = replay_layouts.load("gemma-3-27b")
+    model = replay.StepModel.for_layout(layout)
+    trace = mooncake.load()
+    busy_ms = sum(r.input_length for r in trace) * model.us_per_token / 1000
+    span_ms = trace[-1].timestamp_ms - trace[0].timestamp_ms
+    k = replay.instances_for(trace, model)
+    assert busy_ms / k <= 0.7 * span_ms < busy_ms / (k - 1)
+    with pytest.raises(ValueError, match="trace"):
+        replay.instances_for([], model)
