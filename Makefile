@@ -205,8 +205,9 @@ bench: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_interpreters.py
 	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
 
-# A short host-tier replay (vLLM's OffloadingConnector, benchmarks/host_tier.py)
-# on 0.33.0 and 0.34.0: plugin off and on must schedule identically.
+# A short host-tier replay (vLLM's OffloadingConnector, benchmarks/host_tier.py):
+# the sweep's quick run on 0.33.0 (both store filters), this one on 0.34.0;
+# plugin off and on must schedule identically.
 TIER_QUICK := --layout gpt-oss-120b --requests 200 --offload-gb 256 --pool half
 
 bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
@@ -217,7 +218,7 @@ bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_kv_index.py --quick
 	$(PY) benchmarks/bench_interpreters.py --quick
 	$(TEST_ENV) $(PY) benchmarks/replay_suite.py --quick
-	$(TEST_ENV) $(PY) -m benchmarks.replay $(TIER_QUICK)
+	$(TEST_ENV) $(PY) benchmarks/tier_sweep.py --quick
 	PYTHONPATH=build/releases/0.34.0 $(TEST_ENV) $(PY) -m benchmarks.replay $(TIER_QUICK)
 
 # The whole Mooncake trace (12,031 requests) through vLLM's scheduler on
