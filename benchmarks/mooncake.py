@@ -167,3 +167,39 @@ def prefix_ceiling(prompts: list[tuple[tuple[int, ...], int]], block: int) -> li
             entry[0] = max(entry[0], tokens)
             node = entry[1]
     return out
+
+
+
+def continued_turns(requests: list[TraceRequest]) -> list[int | None]:
+    """Per request, the earlier request whose whole prompt it may continue
+    (a conversation's next turn), or None.
+
+    The trace names 512-token blocks only: a turn's prompt ends inside a
+    block, and the next turn's block there holds that partial block's tokens
+    and then more, so its id differs and the block ids cannot say whether
+    the next turn starts with the whole earlier prompt. This names the
+    candidate: the latest earlier request, shorter than this one, whose
+    whole blocks (at least two: past the system prompt, into the
+    conversation) are this one's leading blocks and which ends inside the
+    next one (longest such prefix first)."""
+    chains: dict[tuple[int, int], int] = {}  # (parent chain, block id) -> chain id
+    latest: dict[int, int] = {}  # chain of a prompt's whole blocks -> the latest such prompt
+    out: list[int | None] = []
+    for k, request in enumerate(requests):
+        used = request.hash_ids[:-(-request.input_length // TRACE_BLOCK)]
+        ids = []
+        chain = -1
+        for block_id in used:
+            chain = chains.setdefault((chain, block_id), len(chains))
+            ids.append(chain)
+        parent = None
+        for whole in range(len(used) - 1, 1, -1):
+            earlier = latest.get(ids[whole - 1])
+            if earlier is not None and requests[earlier].input_length < request.input_length:
+                parent = earlier
+                break
+        out.append(parent)
+        whole = request.input_length // TRACE_BLOCK
+        if request.input_length % TRACE_BLOCK and whole >= 2:
+            latest[ids[whole - 1]] = k
+    return out

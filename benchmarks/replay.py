@@ -78,6 +78,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks import host_tier, mooncake, replay_layouts  # noqa: E402
+from pyspec.tier_reference import Group, chained_keys, reference_hits  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 HBM_BYTES_PER_S = 3.35e12 * 0.8
@@ -166,6 +167,37 @@ def use_store(store: str) -> Callable[[], None]:
         else:
             os.environ["SWA_PREFIX_CACHE_OFFLOAD_FILTER"] = saved
     return offload_filter.uninstall
+
+
+def reference_store(built: replay_layouts.Built, prompts: list[tuple[list[int], int]],
+                    tier: TierSetting | None) -> dict[str, Any] | None:
+    """The reference store (``pyspec.tier_reference``: keeps exactly what
+    vLLM's lookups can read, LRU) on the run's prompts at the run's bytes:
+    the GPU pool's (its blocks times one group's block bytes) plus the
+    tier's; its groups, windows and block bytes from the scheduler's real
+    ``KVCacheConfig``; ``prompts``: each prompt's chained block keys and
+    token count. None for a layout it does not model (a group that is
+    neither full attention nor a sliding window, or unequal block sizes)."""
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
+
+    config = built.scheduler.kv_cache_config
+    groups = []
+    for group in config.kv_cache_groups:
+        spec = group.kv_cache_spec
+        if spec.block_size != built.hash_block_size:
+            return None
+        if isinstance(spec, SlidingWindowSpec):
+            window = spec.sliding_window
+        elif isinstance(spec, FullAttentionSpec):
+            window = None
+        else:
+            return None
+        groups.append(Group(window, spec.page_size_bytes * len(group.layer_names)))
+    pool_bytes = built.num_blocks * max(g.block_bytes for g in groups)
+    tier_bytes = 0 if tier is None else int(tier.gib * host_tier.GIB)
+    hits = reference_hits(prompts, built.hash_block_size, groups, pool_bytes + tier_bytes)
+    return {"hit_tokens": sum(hits), "pool_bytes": pool_bytes, "tier_bytes": tier_bytes,
+            "groups": [(g.window, g.block_bytes) for g in groups]}
 
 
 def step_form(out: Any) -> tuple[Any, ...]:
@@ -381,11 +413,20 @@ def summary(side: Side) -> dict[str, Any]:
     }
 
 
-def make_requests(trace: list[mooncake.TraceRequest], max_model_len: int,
-                  vocab: int) -> tuple[list[tuple[str, list[int], int]], int]:
+TURNS = ("blocks", "extend")
+
+
+def make_requests(trace: list[mooncake.TraceRequest], max_model_len: int, vocab: int,
+                  turns: str = "blocks") -> tuple[list[tuple[str, list[int], int]], int]:
     """(request id, prompt, output tokens) per trace request, the prompt cut
     so that prompt + output fit ``max_model_len`` (the API server rejects
-    longer ones); also how many were cut."""
+    longer ones); also how many were cut. ``turns``: ``blocks``, requests
+    share exactly their common trace blocks; ``extend``, a request that
+    ``mooncake.continued_turns`` names as the next turn of an earlier one
+    starts with that one's whole prompt (as a chat's next turn does)."""
+    if turns not in TURNS:
+        raise ValueError(f"turns must be one of {TURNS}, got {turns!r}")
+    parents = mooncake.continued_turns(trace) if turns == "extend" else [None] * len(trace)
     cut = 0
     made = []
     for k, req in enumerate(trace):
@@ -393,18 +434,25 @@ def make_requests(trace: list[mooncake.TraceRequest], max_model_len: int,
         room = max_model_len - out_tokens
         cut += req.input_length > room
         prompt = mooncake.prompt_ids(req, first=TOKEN_BASE, last=vocab - 1, max_tokens=room)
+        parent = parents[k]
+        if parent is not None:
+            earlier = made[parent][1]
+            n = min(len(earlier), len(prompt))
+            prompt[:n] = earlier[:n]
         made.append((f"t{k}", prompt, out_tokens))
     return made, cut
 
 
 def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
            pool_fraction: float, model: StepModel, log: Callable[[str], None],
-           on_patch: Any = None, tier: TierSetting | None = None) -> dict[str, Any]:
+           on_patch: Any = None, tier: TierSetting | None = None,
+           turns: str = "blocks") -> dict[str, Any]:
     """Both sides through ``trace``; the receipt. The plugin-on side runs
     the plugin's lookups as ``install()`` builds them, or ``on_patch`` (a
     ``harness.Patch``) when given: how a test shows that a wrong lookup
     makes the run differ. ``tier``: a host-memory KV tier on both sides
-    (``benchmarks/host_tier.py``), with the same store filter."""
+    (``benchmarks/host_tier.py``), with the same store filter. ``turns``:
+    how prompts are made from the trace (``make_requests``)."""
     from vllm import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -430,7 +478,7 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     init_none_hash(sha256)
     hasher = get_request_block_hasher(b.hash_block_size, sha256)
     started = time.perf_counter()
-    made, cut = make_requests(trace, b.max_model_len, int(layout.config["vocab_size"]))
+    made, cut = make_requests(trace, b.max_model_len, int(layout.config["vocab_size"]), turns)
     log(f"{layout.name}: {len(made)} requests made in {time.perf_counter() - started:.1f} s "
         f"({cut} cut to max_model_len {b.max_model_len}); pool {b.num_blocks} blocks "
         f"of {b.block_size} tokens ({b.full_pool_blocks} at the full pool), groups {b.groups}")
@@ -522,11 +570,15 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     def ttft_q(p: float) -> float | None:
         return ttfts[min(len(ttfts) - 1, int(p * len(ttfts)))] if ttfts else None
 
-    ceiling = sum(mooncake.prefix_ceiling([(trace[k].hash_ids, len(made[k][1])) for k in range(arrived)],
-                                          b.hash_block_size))
+    prompts = [(chained_keys(made[k][1], b.hash_block_size), len(made[k][1])) for k in range(arrived)]
+    ceiling = sum(reference_hits(prompts, b.hash_block_size, [Group(None, 1)], None))
+    reference = reference_store(built["off"], prompts, tier)
     hits = {"gpu_hit_tokens": off["prefix_cache_hits"], "tier_hit_tokens": off["tier_hits"],
             "ceiling_hit_tokens": ceiling,
             "ceiling_hit_rate": ceiling / prompt_tokens if prompt_tokens else 0.0,
+            "reference": reference,
+            "reference_hit_rate": (reference["hit_tokens"] / prompt_tokens
+                                   if reference is not None and prompt_tokens else None),
             "hit_rate": (off["prefix_cache_hits"] + off["tier_hits"]) / prompt_tokens if prompt_tokens else 0.0,
             "gpu_hit_rate": off["prefix_cache_hits"] / prompt_tokens if prompt_tokens else 0.0,
             "tier_hit_rate": off["tier_hits"] / prompt_tokens if prompt_tokens else 0.0,
@@ -548,7 +600,7 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
         "available_kv_bytes": b.available_kv_bytes, "max_model_len": b.max_model_len,
         "coordinator": type(sides["on"].scheduler.kv_cache_manager.coordinator).__name__,
         "requests": len(made), "arrived": arrived, "prompts_cut": cut,
-        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+        "turns": turns, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
         **hits, "tier": tier_receipt,
         "steps": steps, "simulated_s": clock_ms / 1000,
         "identical": first_diff is None, "first_difference": first_diff,
@@ -564,6 +616,8 @@ def replay_line(r: dict[str, Any]) -> str:
     speedup = r["speedup"]
     tier = r.get("tier")
     tier_part = "" if tier is None else f" offload_gib={tier['gib']:g} store={tier['store']}"
+    if r.get("turns", "blocks") != "blocks":
+        tier_part += f" turns={r['turns']}"
     return (f"replay layout={r['layout']}{tier_part} requests={r['requests']} steps={r['steps']} "
             f"identical={'yes' if r['identical'] else 'no'} sched_ms_off={r['off']['total_ms']:.1f} "
             f"sched_ms_on={r['on']['total_ms']:.1f} "
@@ -597,6 +651,10 @@ def report(r: dict[str, Any]) -> list[str]:
     lines.append(f"  hit rate equal off/on: {'yes' if same_hits else 'NO'}")
     ttft = [r.get(k) for k in ("ttft_p50_ms", "ttft_p90_ms")]
     of_ceiling = r["hit_rate"] / r["ceiling_hit_rate"] if r["ceiling_hit_rate"] else 0.0
+    if r.get("reference_hit_rate") is not None:
+        ref = r["reference_hit_rate"]
+        lines.append(f"  reference store at the same bytes (GPU pool + tier, keeps what vLLM's lookups read, "
+                     f"LRU): {ref:.4f}; measured {r['hit_rate'] / ref if ref else 0:.2f} of it")
     lines.append(f"  hit tokens / prompt tokens {r['hit_rate']:.4f} (GPU pool {r['gpu_hit_rate']:.4f}, "
                  f"host tier {r['tier_hit_rate']:.4f}; the trace's ceiling {r['ceiling_hit_rate']:.4f}, "
                  f"{of_ceiling:.2f} of it); prefill tokens computed {r['prefill_tokens']:,}; "
@@ -631,6 +689,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the host link's bandwidth per direction, GB/s (default: PCIe Gen5 x16 at 80%%)")
     parser.add_argument("--store", choices=STORES, default="stock",
                         help="the tier's store filter on both sides: vLLM's own, or the plugin's corrected one")
+    parser.add_argument("--turns", choices=TURNS, default="blocks",
+                        help="blocks: requests share exactly their common trace blocks; extend: a "
+                             "conversation's next turn starts with the earlier turn's whole prompt")
     parser.add_argument("--instances", default="1", metavar="K|auto",
                         help="replay one of K instances' share of the trace (each conversation on one "
                              "instance); auto: the fewest instances whose prompts one GPU computes in at most "
@@ -683,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
           f"GPU step {model.fixed_ms:.2f} ms + {model.us_per_token:.1f} us/token ({model.source})",
           flush=True)
     result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
-                    log=lambda line: print(line, flush=True), tier=tier)
+                    log=lambda line: print(line, flush=True), tier=tier, turns=args.turns)
     result.update(trace=str(args.trace), pool=args.pool, instances=instances, instance=args.instance,
                   python=platform.python_version(),
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))

@@ -8,7 +8,9 @@ targets and one plot.
 Each run is ``python -m benchmarks.replay --instances auto --offload-gb G
 --store S`` in its own process (vLLM's classes are patched per process),
 two at a time on the machine's two cores: one instance's share of the
-trace's first ``--requests`` requests, each conversation on one instance,
+trace's first ``--requests`` requests, each conversation on one instance
+(``--turns``: by default a conversation's next turn starts with the
+earlier turn's whole prompt),
 as many instances as one GPU keeps up with by the step model (one GPU
 serving the whole trace queues for tens of minutes and no cache can serve a
 turn whose previous turn is still waiting: docs/replay.md). A tier of 0 GiB
@@ -33,19 +35,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import mooncake, replay_layouts  # noqa: E402
-from benchmarks.replay import LOOKUP_SHARE_MAX, STORES  # noqa: E402
+from benchmarks.replay import LOOKUP_SHARE_MAX, STORES, TURNS  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_COPY = ROOT / "docs" / "img" / "tier-sweep.png"
 SWA_LAYOUTS = ("gemma-3-27b", "gpt-oss-120b")
+REFERENCE_SHARE = 0.9  # target: the corrected store's hit rate against the reference store's
+REFERENCE_FROM_GIB = 256.0  # ... for tiers this large and larger
 QUICK = {"layouts": ("gpt-oss-120b",), "gib": (0.0, 256.0), "requests": 200}
 
 
-def run_one(layout: str, gib: float, store: str | None, requests: int, trace: Path,
+def run_one(layout: str, gib: float, store: str | None, requests: int, turns: str, trace: Path,
             out: Path) -> dict[str, Any]:
     """One replay run; its receipt (with its last line)."""
     cmd = [sys.executable, "-m", "benchmarks.replay", "--trace", str(trace), "--layout", layout,
-           "--requests", str(requests), "--instances", "auto", "--json", str(out)]
+           "--requests", str(requests), "--instances", "auto", "--turns", turns, "--json", str(out)]
     if gib > 0:
         cmd += ["--offload-gb", f"{gib:g}", "--store", str(store)]
     proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
@@ -61,12 +65,14 @@ def run_one(layout: str, gib: float, store: str | None, requests: int, trace: Pa
 
 def table(runs: list[dict[str, Any]]) -> list[str]:
     """One row per run: hit rates beside the ceiling, what the tier cost."""
-    rows = ["| layout | instances | requests | tier GiB | store | identical | hit rate | GPU | tier | ceiling | "
-            "of ceiling | prefill tokens | TTFT p50 / p90 s | tier lookups % off / on |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| layout | instances | requests | tier GiB | store | identical | hit rate | GPU | tier | reference | "
+            "of reference | ceiling | of ceiling | prefill tokens | TTFT p50 / p90 s | tier lookups % off / on |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         tier = r.get("tier")
         ceiling = r["ceiling_hit_rate"]
+        ref = r.get("reference_hit_rate")
+        ref_cells = "- | -" if ref is None else f"{100 * ref:.2f} % | {r['hit_rate'] / ref if ref else 0:.2f}"
         p50, p90 = (r["ttft_p50_ms"] or 0) / 1000, (r["ttft_p90_ms"] or 0) / 1000
         share = (f"{100 * r['off']['tier_lookup_share']:.1f} / {100 * r['on']['tier_lookup_share']:.1f}"
                  if tier else "-")
@@ -74,7 +80,7 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
             f"| {r['layout']} | {r['instance']} of {r['instances']} | {r['requests']:,} | "
             f"{tier['gib'] if tier else 0:g} | {tier['store'] if tier else '-'} | "
             f"{'yes' if r['identical'] else 'NO'} | {100 * r['hit_rate']:.2f} % | {100 * r['gpu_hit_rate']:.2f} % | "
-            f"{100 * r['tier_hit_rate']:.2f} % | {100 * ceiling:.2f} % | "
+            f"{100 * r['tier_hit_rate']:.2f} % | {ref_cells} | {100 * ceiling:.2f} % | "
             f"{r['hit_rate'] / ceiling if ceiling else 0:.2f} | {r['prefill_tokens']:,} | {p50:.1f} / {p90:.1f} | "
             f"{share} |")
     return rows
@@ -82,7 +88,8 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
 
 def plot(runs: list[dict[str, Any]], out: Path) -> None:
     """Hit rate against tier GiB, one panel per layout: a line per store
-    filter (the GPU pool alone at 0 GiB on each), the ceiling dashed."""
+    filter (the GPU pool alone at 0 GiB on each), the reference store at
+    the same bytes dotted, the ceiling dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,12 +106,17 @@ def plot(runs: list[dict[str, Any]], out: Path) -> None:
             points = [(0.0, 100 * b["hit_rate"]) for b in base] + points
             if len(points) > len(base):
                 ax.plot(*zip(*points), style, color=color, markersize=size, label=f"{store} store")
+        refs = sorted({(r["tier"]["gib"] if r.get("tier") else 0.0, 100 * r["reference_hit_rate"])
+                       for r in mine if r.get("reference_hit_rate") is not None})
+        if refs:
+            ax.plot(*zip(*refs), "^:", color="#2a8a2a", label="reference store, same bytes")
         ceiling = max(100 * r["ceiling_hit_rate"] for r in mine)
         ax.axhline(ceiling, linestyle="--", color="#aa3333", label="ceiling (every earlier prompt kept)")
         ax.set_xlabel("host tier per GPU (GiB)")
         ax.set_ylabel("hit tokens / prompt tokens (%)")
         ax.set_ylim(0, ceiling * 1.15)
-        ax.set_title(f"{layout}, instance {mine[0]['instance']} of {mine[0]['instances']}")
+        ax.set_title(f"{layout}, instance {mine[0]['instance']} of {mine[0]['instances']}, "
+                     f"turns {mine[0].get('turns', 'blocks')}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -131,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--requests", type=int, default=4000, help="the trace's first N requests")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
+    parser.add_argument("--turns", choices=TURNS, default="extend",
+                        help="how prompts are made from the trace (benchmarks/replay.py make_requests)")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK['layouts']} at {QUICK['gib']} GiB, {QUICK['requests']} requests")
     args = parser.parse_args(argv)
@@ -153,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             for store in ([None] if gib == 0 else stores)]
     with tempfile.TemporaryDirectory(prefix="tier-sweep-") as tmp:
         with ThreadPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(run_one, layout, gib, store, requests, args.trace,
+            futures = [pool.submit(run_one, layout, gib, store, requests, args.turns, args.trace,
                                    Path(tmp) / f"{layout}-{gib:g}-{store}.json")
                        for layout, gib, store in plan]
             runs = []
@@ -170,15 +184,23 @@ def main(argv: list[str] | None = None) -> int:
         tier = r.get("tier")
         what = f"{r['layout']} {tier['gib']:g} GiB {tier['store']}" if tier else f"{r['layout']} GPU pool only"
         line = f"target {what}: identical=yes {'PASS' if r['identical'] else 'MISS'}"
+        ref = r.get("reference_hit_rate")
+        if tier and tier["gib"] >= REFERENCE_FROM_GIB and ref:
+            ratio = r["hit_rate"] / ref
+            if tier["store"] == "corrected":
+                line += (f"; hit rate >= {REFERENCE_SHARE:.0%} of the reference store's "
+                         f"{'PASS' if ratio >= REFERENCE_SHARE else 'MISS'} ({ratio:.2f})")
+            else:
+                line += f"; {ratio:.2f} of the reference store's (gap {100 * (ref - r['hit_rate']):.2f} points)"
         if tier and tier["gib"] == max(gibs):
             share = r["on"]["tier_lookup_share"]
             line += (f"; tier lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, plugin on "
                      f"{'PASS' if share <= LOOKUP_SHARE_MAX else 'MISS'} ({100 * share:.2f}%)")
         print(line)
-    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests}-{stamp}"
+    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests}-{args.turns}-{stamp}"
     receipt = RESULTS / f"{name}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    receipt.write_text(json.dumps({"requests": requests, "runs": runs}, indent=1) + "\n")
+    receipt.write_text(json.dumps({"requests": requests, "turns": args.turns, "runs": runs}, indent=1) + "\n")
     print(f"receipt {receipt.relative_to(ROOT)}")
     png = receipt.with_suffix(".png")
     plot(runs, png)

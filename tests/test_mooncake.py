@@ -137,3 +137,25 @@ def test_instance_share_keeps_conversations_whole_and_partitions_the_trace() -> 
             mooncake.instance_share(trace, *bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="block"):
         mooncake.prefix_ceiling([], 24)
+
+
+def test_continued_turns_names_a_shorter_earlier_prompt_of_the_same_conversation() -> None:
+    """A prompt continues the latest shorter earlier one whose whole blocks
+    (two at least: past the system prompt) lead it and which ends inside its
+    next block; the system prompt alone is no conversation."""
+    reqs = [_req((0, 1, 2), 1100),        # 0: whole blocks 0, 1; ends inside block 2
+            _req((0, 1, 3, 4), 1900),     # 1: continues 0
+            _req((0, 5, 6), 1200),        # 2: shares only the system block
+            _req((0, 1, 3, 4, 8), 2300),  # 3: continues 1 (longest prefix first)
+            _req((0, 1, 2), 1000),        # 4: shorter than 0: continues nothing
+            _req((0, 9), 700)]            # 5: one whole block: a continuation of nothing
+    assert mooncake.continued_turns(reqs) == [None, 0, None, 1, None, None]
+    trace = mooncake.load(limit=2000)
+    parents = mooncake.continued_turns(trace)
+    assert 0 < sum(p is not None for p in parents) < len(trace)
+    for k, p in enumerate(parents):
+        if p is not None:
+            whole = trace[p].input_length // 512
+            assert p < k and trace[p].input_length < trace[k].input_length and whole >= 2
+            assert trace[p].hash_ids[:whole] == trace[k].hash_ids[:whole]
+            assert mooncake.conversation_key(trace[p]) == mooncake.conversation_key(trace[k])

@@ -135,6 +135,7 @@ def test_command_line_and_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[
     ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--link-gb-s", "-1"],
     ["--layout", "llama-3.1-8b", "--store", "corrected"],
     ["--layout", "llama-3.1-8b", "--instances", "0"],
+    ["--layout", "llama-3.1-8b", "--turns", "chat"],
     ["--layout", "llama-3.1-8b", "--instances", "many"],
     ["--layout", "llama-3.1-8b", "--instances", "2", "--instance", "2"],
     ["--layout", "llama-3.1-8b", "--offload-gb", "8", "--store", "dense"],
@@ -226,3 +227,22 @@ def test_instances_for_is_the_stated_formula() -> None:
     assert busy_ms / k <= 0.7 * span_ms < busy_ms / (k - 1)
     with pytest.raises(ValueError, match="trace"):
         replay.instances_for([], model)
+
+
+def test_extended_turns_start_with_the_earlier_whole_prompt() -> None:
+    trace = mooncake.load(limit=300)
+    blocks, _ = replay.make_requests(trace, 131072, 50_000, "blocks")
+    extend, _ = replay.make_requests(trace, 131072, 50_000, "extend")
+    parents = mooncake.continued_turns(trace)
+    assert any(p is not None for p in parents)
+    for k, p in enumerate(parents):
+        a, b = blocks[k][1], extend[k][1]
+        assert len(a) == len(b)
+        if p is None:
+            assert a == b
+        else:
+            n = len(extend[p][1])
+            assert b[:n] == extend[p][1] and b[n:] == a[n:]
+            assert a[:n] != b[:n]  # the earlier prompt's last, partial block differs under "blocks"
+    with pytest.raises(ValueError, match="turns"):
+        replay.make_requests(trace, 131072, 50_000, "chat")
