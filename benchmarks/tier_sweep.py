@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
     parser.add_argument("--turns", choices=TURNS, default="extend",
                         help="how prompts are made from the trace (benchmarks/replay.py make_requests)")
+    parser.add_argument("--plot-copy", type=Path, default=None, metavar="PNG",
+                        help=f"also write the plot here (the docs' figure: {PLOT_COPY.relative_to(ROOT)})")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK['layouts']} at {QUICK['gib']} GiB, {QUICK['requests']} requests")
     args = parser.parse_args(argv)
@@ -204,10 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"receipt {receipt.relative_to(ROOT)}")
     png = receipt.with_suffix(".png")
     plot(runs, png)
-    if not args.quick:
-        PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
-        PLOT_COPY.write_bytes(png.read_bytes())
-        print(f"plot {png.relative_to(ROOT)} (copied to {PLOT_COPY.relative_to(ROOT)})")
+    if args.plot_copy is not None:
+        args.plot_copy.parent.mkdir(parents=True, exist_ok=True)
+        args.plot_copy.write_bytes(png.read_bytes())
+        print(f"plot {png.relative_to(ROOT)} (copied to {args.plot_copy})")
     else:
         print(f"plot {png.relative_to(ROOT)}")
     return 0 if ok else 1
