@@ -17,9 +17,10 @@ RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 RELEASE_OFFLOAD_SUITE := offload=tests/test_offload_lookup_adapter.py
 # The data-parallel routing's suite, where the plugin patches it (0.32+).
 RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
-# The lookup memory's, qualify's and the x86 Triton guard's suites on releases
-# newer than .venv's (0.34+: the map cleared in place, the pool's block ids,
-# the CPU platform's "requires Triton" refusal).
+# The lookup memory's, qualify's, the x86 Triton guard's and the host-tier
+# replay's suites on releases newer than .venv's (0.34+: the map cleared in
+# place, the pool's block ids, the CPU platform's "requires Triton" refusal,
+# the offloading connector's changed outputs).
 RELEASE_NEW_SUITES := memo=tests/test_lookup_memo.py qualify=tests/test_qualify.py \
 	guard=tests/test_triton_guard.py tier=tests/test_host_tier.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
