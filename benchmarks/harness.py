@@ -51,8 +51,17 @@ try:
     )
 except ImportError:  # an older vLLM: no offloading scheduler to patch
     OffloadingConnectorScheduler = None
-OFFLOAD_ORIGINAL = (None if OffloadingConnectorScheduler is None
-                    else OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR))
+
+
+def _offload_lookup() -> Any:
+    """The offload scheduler's sliding-window lookup as it is now (None
+    without an offloading scheduler)."""
+    if OffloadingConnectorScheduler is None:
+        return None
+    return OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR)
+
+
+OFFLOAD_ORIGINAL = _offload_lookup()
 
 
 CORES = ("native", "python")
@@ -82,10 +91,8 @@ VLLM_PATCH = Patch(ORIGINAL, FULL_ORIGINAL)
 
 def _captured() -> Patch:
     """What the plugin has put on the classes right now."""
-    offload = (None if OffloadingConnectorScheduler is None
-               else OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR))
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
-                 HybridKVCacheCoordinator.__dict__[ATTR], offload)
+                 HybridKVCacheCoordinator.__dict__[ATTR], _offload_lookup())
 
 
 @dataclass

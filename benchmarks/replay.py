@@ -118,8 +118,9 @@ def instances_for(trace: list[mooncake.TraceRequest], model: StepModel,
                   utilization: float = UTILIZATION) -> int:
     """The fewest instances among which one GPU's share of ``trace``'s
     prompts takes at most ``utilization`` of the trace's time to compute
-    by ``model`` (prompt tokens times its per-token cost; the decode steps'
-    fixed cost comes on top, so the share leaves room for it)."""
+    by ``model`` (prompt tokens times its per-token cost only: the steps'
+    fixed cost is not counted, so a model whose steps it dominates still
+    queues at this many instances)."""
     if not trace:
         raise ValueError("trace must hold at least one request")
     span_ms = max(1.0, float(trace[-1].timestamp_ms - trace[0].timestamp_ms))
@@ -263,6 +264,30 @@ def model_output(scheduler: Any, out: Any) -> Any:
 
 
 @dataclass
+class CallClock:
+    """The time and number of calls of one timed method."""
+
+    ns: int = 0
+    calls: int = 0
+
+    def wrap(self, obj: Any, method: str) -> None:
+        """Time every call of ``obj.method``. The method is looked up on
+        the class at each call: a side's patch may replace it there (the
+        lookup memory)."""
+        cls = type(obj)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter_ns()
+            try:
+                return getattr(cls, method)(obj, *args, **kwargs)
+            finally:
+                self.ns += time.perf_counter_ns() - start
+                self.calls += 1
+
+        setattr(obj, method, timed)
+
+
+@dataclass
 class Side:
     """One scheduler and what it spent."""
 
@@ -272,11 +297,9 @@ class Side:
     model: StepModel
     worker: Any = None  # a host_tier.SimulatedWorker when the scheduler has a host tier
     step_ns: list[int] = field(default_factory=list)
-    lookup_ns: int = 0
-    lookups: int = 0
-    mamba_ns: int = 0  # of lookup_ns: MambaManager's lookups (vLLM's own on both sides)
-    tier_lookup_ns: int = 0  # the connector's get_num_new_matched_tokens
-    tier_lookups: int = 0
+    lookup: CallClock = field(default_factory=CallClock)  # the coordinator's find_longest_cache_hit
+    mamba_ns: int = 0  # of lookup.ns: MambaManager's lookups (vLLM's own on both sides)
+    tier_lookup: CallClock = field(default_factory=CallClock)  # the connector's get_num_new_matched_tokens
     queries: int = 0
     hits: int = 0  # GPU prefix-cache hit tokens (requests' first admissions)
     tier_queries: int = 0
@@ -286,28 +309,10 @@ class Side:
     first_tokens: list[str] = field(default_factory=list)  # the last step's requests' first tokens
 
     def __post_init__(self) -> None:
-        self._time_calls(self.scheduler.kv_cache_manager.coordinator, "find_longest_cache_hit",
-                         "lookup_ns", "lookups")
+        self.lookup.wrap(self.scheduler.kv_cache_manager.coordinator, "find_longest_cache_hit")
         connector = getattr(self.scheduler, "connector", None)
         if connector is not None:
-            self._time_calls(connector.connector_scheduler, "get_num_new_matched_tokens",
-                             "tier_lookup_ns", "tier_lookups")
-
-    def _time_calls(self, obj: Any, method: str, total_ns: str, calls: str) -> None:
-        """Time every call of ``obj.method`` into this side's ``total_ns``
-        and ``calls`` counters. The method is looked up on the class at each
-        call: the side's patch may replace it there (the lookup memory)."""
-        cls = type(obj)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter_ns()
-            try:
-                return getattr(cls, method)(obj, *args, **kwargs)
-            finally:
-                setattr(self, total_ns, getattr(self, total_ns) + time.perf_counter_ns() - start)
-                setattr(self, calls, getattr(self, calls) + 1)
-
-        setattr(obj, method, timed)
+            self.tier_lookup.wrap(connector.connector_scheduler, "get_num_new_matched_tokens")
 
     def step(self, use: Callable[[Any], Any], clock_ms: float) -> Any:
         """One engine step starting at ``clock_ms``; its ``SchedulerOutput``
@@ -399,14 +404,14 @@ def summary(side: Side) -> dict[str, Any]:
         "total_ms": total, "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99),
         "max_ms": q(1.0), "mean_ms": total / n if n else 0.0,
         "steps_over_ms": {str(limit): sum(1 for x in ms if x > limit) for limit in SLOW_STEP_MS},
-        "lookup_ms": side.lookup_ns / 1e6, "lookups": side.lookups,
-        "lookup_share": side.lookup_ns / 1e6 / total if total else 0.0,
+        "lookup_ms": side.lookup.ns / 1e6, "lookups": side.lookup.calls,
+        "lookup_share": side.lookup.ns / 1e6 / total if total else 0.0,
         "mamba_lookup_ms": side.mamba_ns / 1e6,
         "mamba_lookup_share": side.mamba_ns / 1e6 / total if total else 0.0,
         "prefix_cache_queries": side.queries, "prefix_cache_hits": side.hits,
         "hit_rate": side.hits / side.queries if side.queries else 0.0,
-        "tier_lookup_ms": side.tier_lookup_ns / 1e6, "tier_lookups": side.tier_lookups,
-        "tier_lookup_share": side.tier_lookup_ns / 1e6 / total if total else 0.0,
+        "tier_lookup_ms": side.tier_lookup.ns / 1e6, "tier_lookups": side.tier_lookup.calls,
+        "tier_lookup_share": side.tier_lookup.ns / 1e6 / total if total else 0.0,
         "tier_queries": side.tier_queries, "tier_hits": side.tier_hits,
         "prefill_tokens": side.prefill_tokens,
         "cdf_ms": [q(i / (CDF_POINTS - 1)) for i in range(CDF_POINTS)],
