@@ -42,9 +42,10 @@ ORIGINAL = SlidingWindowManager.__dict__[ATTR]  # vLLM's own, before any install
 FULL_ORIGINAL = FullAttentionManager.__dict__[ATTR]  # vLLM's own full-attention lookup
 # The hybrid coordinator's lookup, vLLM's own (the lookup memory wraps it).
 HYBRID_ORIGINAL = HybridKVCacheCoordinator.__dict__[ATTR]
-# The KV-offload connector's sliding-window scan, vLLM's own (None on a vLLM
-# without the offloading connector).
+# The KV-offload connector's sliding-window and full-attention scans, vLLM's
+# own (None on a vLLM without the offloading connector).
 OFFLOAD_ATTR = "_sliding_window_lookup"
+OFFLOAD_PREFIX_ATTR = "_maximal_prefix_lookup"
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
         OffloadingConnectorScheduler,
@@ -53,15 +54,32 @@ except ImportError:  # an older vLLM: no offloading scheduler to patch
     OffloadingConnectorScheduler = None
 
 
-def _offload_lookup() -> Any:
-    """The offload scheduler's sliding-window lookup as it is now (None
-    without an offloading scheduler)."""
+def _offload_lookup(attr: str = OFFLOAD_ATTR) -> Any:
+    """One of the offload scheduler's lookups as it is now (None without an
+    offloading scheduler)."""
     if OffloadingConnectorScheduler is None:
         return None
-    return OffloadingConnectorScheduler.__dict__.get(OFFLOAD_ATTR)
+    return OffloadingConnectorScheduler.__dict__.get(attr)
 
 
 OFFLOAD_ORIGINAL = _offload_lookup()
+OFFLOAD_PREFIX_ORIGINAL = _offload_lookup(OFFLOAD_PREFIX_ATTR)
+# The request's offload keys (run inside the connector's lookup), vLLM's own.
+KEYS_ATTR = "update_offload_keys"
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
+        RequestOffloadState,
+    )
+except ImportError:
+    RequestOffloadState = None
+
+
+def _offload_keys() -> Any:
+    """The request state's key loop as it is now (None without one)."""
+    return None if RequestOffloadState is None else RequestOffloadState.__dict__.get(KEYS_ATTR)
+
+
+KEYS_ORIGINAL = _offload_keys()
 
 
 CORES = ("native", "python")
@@ -73,13 +91,15 @@ class Patch:
     lookup and the full-attention lookup (vLLM's own ``FULL_ORIGINAL`` when
     that core does not replace it: the python core, or vLLM itself), the
     hybrid coordinator's lookup (vLLM's own unless the lookup memory is on)
-    and the KV-offload connector's sliding-window lookup (vLLM's own unless
-    given: the host-tier replay)."""
+    and the KV-offload connector's sliding-window and full-attention lookups
+    and its request keys (vLLM's own unless given: the host-tier replay)."""
 
     swa: Any
     full: Any
     hybrid: Any = HYBRID_ORIGINAL
     offload: Any = OFFLOAD_ORIGINAL
+    offload_prefix: Any = OFFLOAD_PREFIX_ORIGINAL
+    offload_keys: Any = KEYS_ORIGINAL
 
     @property
     def full_replaced(self) -> bool:
@@ -92,7 +112,8 @@ VLLM_PATCH = Patch(ORIGINAL, FULL_ORIGINAL)
 def _captured() -> Patch:
     """What the plugin has put on the classes right now."""
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
-                 HybridKVCacheCoordinator.__dict__[ATTR], _offload_lookup())
+                 HybridKVCacheCoordinator.__dict__[ATTR], _offload_lookup(),
+                 _offload_lookup(OFFLOAD_PREFIX_ATTR), _offload_keys())
 
 
 @dataclass
@@ -117,7 +138,8 @@ class Impls:
 def _searches(patch: Patch) -> Patch:
     """``patch`` with vLLM's own coordinator and offload lookups (no
     lookup memory): the searches alone."""
-    return replace(patch, hybrid=HYBRID_ORIGINAL, offload=OFFLOAD_ORIGINAL)
+    return replace(patch, hybrid=HYBRID_ORIGINAL, offload=OFFLOAD_ORIGINAL,
+                   offload_prefix=OFFLOAD_PREFIX_ORIGINAL, offload_keys=KEYS_ORIGINAL)
 
 
 def _choice(core: str) -> tuple[Any, str]:
@@ -224,6 +246,9 @@ def use(impl: Any) -> Iterator[None]:
     HybridKVCacheCoordinator.find_longest_cache_hit = patch.hybrid
     if OFFLOAD_ORIGINAL is not None:
         setattr(OffloadingConnectorScheduler, OFFLOAD_ATTR, patch.offload)
+        setattr(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR, patch.offload_prefix)
+    if KEYS_ORIGINAL is not None:
+        setattr(RequestOffloadState, KEYS_ATTR, patch.offload_keys)
     try:
         yield
     finally:
@@ -232,6 +257,9 @@ def use(impl: Any) -> Iterator[None]:
         HybridKVCacheCoordinator.find_longest_cache_hit = HYBRID_ORIGINAL
         if OFFLOAD_ORIGINAL is not None:
             setattr(OffloadingConnectorScheduler, OFFLOAD_ATTR, OFFLOAD_ORIGINAL)
+            setattr(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR, OFFLOAD_PREFIX_ORIGINAL)
+        if KEYS_ORIGINAL is not None:
+            setattr(RequestOffloadState, KEYS_ATTR, KEYS_ORIGINAL)
 
 
 def call_checked(impl: Any, core: str | None, fn: Callable[[], Any], calls: int = 1) -> Any:

@@ -16,6 +16,11 @@ Three functions, with twins in ``Lean/PrefixCache/Spec/Offload.lean``
 * ``offload_stride_search``: the same answer, reading each chunk at most once
   and skipping ``window`` chunks per miss.
 
+One more, with no twin (it is tested against vLLM, not proved):
+``offload_prefix_lookup``, the answer of the full-attention groups' lookup
+(``_maximal_prefix_lookup``), which the adapter reads inline
+(vllm_adapter/offload_lookup.py).
+
 Preconditions (``check_offload_args``): ``n >= 0``, ``window >= 0``,
 ``initial_window`` is ``None`` or an ``int >= 0`` (``None`` and ``0`` act the
 same: vLLM's ``initial_window_size or sliding_window_size``), every chunk is
@@ -123,6 +128,14 @@ def offload_lookup(chunks: Sequence[int], window: int, initial_window: int | Non
         return _gate(chunks, e - window, e)
     p = leading_run(chunks)
     return _gate(chunks, 0, p)
+
+
+def offload_prefix_lookup(chunks: Sequence[int]) -> Answer:
+    """vLLM's full-attention offload lookup (``_maximal_prefix_lookup``)
+    for a manager that never answers ``RETRY``: the leading non-miss run,
+    or ``None`` if that run holds a pending chunk."""
+    _check_mask(chunks)
+    return _gate(chunks, 0, leading_run(chunks))
 
 
 def legacy_offload_scan(

@@ -264,3 +264,153 @@ def test_uninstall_restores_vllms_method(env) -> None:
     vllm_adapter.uninstall()
     assert env.OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"] is env.original
     assert not offload_lookup.status()["installed"]
+
+
+# ---- the full-attention groups' lookup (patch offload_prefix) ----------------
+
+
+def _prefix_known() -> bool:
+    from vllm_adapter import fingerprint
+
+    return fingerprint.check(fingerprint.OFFLOAD_PREFIX).known
+
+
+needs_prefix = pytest.mark.skipif(
+    not _prefix_known(), reason="the inline full-attention offload lookup binds vLLM 0.33.0 and 0.34.0"
+)
+
+
+def _tracker(env, self_describing: bool = False):  # type: ignore[no-untyped-def]
+    """vLLM's own events tracker."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.events import (
+        OffloadingEventsTracker,
+    )
+    from vllm.v1.kv_offload.base import OffloadingKVEventsConfig
+
+    return OffloadingEventsTracker(OffloadingKVEventsConfig(
+        enable_kv_cache_events=self_describing, self_describing_kv_events=self_describing))
+
+
+def _compare_prefix(env, scheduler, keys, ctx) -> object:  # type: ignore[no-untyped-def]
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+        OffloadingConnectorScheduler,
+    )
+
+    ours = OffloadingConnectorScheduler._maximal_prefix_lookup(scheduler, keys, ctx, None, None, 0)
+    theirs = env.original_prefix(scheduler, keys, ctx, None, None, 0)
+    assert (ours is None) == (theirs is None) and ours == theirs, (ours, theirs)
+    return theirs
+
+
+@pytest.fixture(scope="module")
+def prefix_env(env):  # type: ignore[no-untyped-def]
+    env.original_prefix = env.OffloadingConnectorScheduler.__dict__["_maximal_prefix_lookup"]
+    return env
+
+
+@needs_prefix
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+def test_prefix_lookups_same_as_vllm(prefix_env, policy: str) -> None:
+    """Slices of planted key lists (misses, pending chunks, ready chunks),
+    answered inline; the answer is also pyspec's offload_prefix_lookup."""
+    from pyspec.offload_lookup import offload_prefix_lookup
+
+    env = prefix_env
+    _install("native")
+    assert vllm_adapter.status()["offload_lookup"]["prefix"]["installed"]
+    rng = random.Random(zlib.crc32(f"prefix/{policy}".encode()))
+    cases = max(CASES // 20, 500)
+    done = nones = found = 0
+    before = offload_lookup.status()["prefix"]
+    while done < cases:
+        n = rng.choice((rng.randint(0, 30), rng.randint(30, 400), rng.randint(400, 3000)))
+        mask = _random_mask(rng, n)
+        if rng.random() < 0.5:  # a long cached run first, as on a returning conversation
+            run = rng.randint(0, n)
+            mask[:run] = [HIT] * run
+        manager, keys, ctx = planted_manager(env, mask, rng.getrandbits(40), policy)
+        scheduler = SimpleNamespace(manager=manager, _events_tracker=_tracker(env))
+        for _ in range(min(20, cases - done)):
+            lo = rng.randint(0, n)
+            hi = rng.randint(lo, n)
+            answer = _compare_prefix(env, scheduler, keys[lo:hi], ctx)
+            assert answer == offload_prefix_lookup(mask[lo:hi])
+            nones += answer is None
+            found += bool(answer)
+            done += 1
+    after = offload_lookup.status()["prefix"]
+    assert after["answered"] - before["answered"] == done, (before, after)
+    assert after["delegated"] == before["delegated"]
+    assert nones > done // 50 and found > done // 4, (nones, found, done)
+    CASE_COUNTS[f"offload prefix lookup vs vLLM ({policy})"] += done
+
+
+@needs_prefix
+def test_prefix_lookup_outside_the_model_is_vllms(prefix_env) -> None:
+    """A self-describing events tracker (vLLM records each hit), a tracker
+    whose record_lookup is patched, a manager subclass, keys that are not a
+    list, a chunk that is not vLLM's ChunkStatus: vLLM's own method answers,
+    and the tracker sees every call vLLM makes."""
+    env = prefix_env
+    _install("native")
+    mask = [HIT] * 5 + [HIT_PENDING] + [HIT] * 3 + [MISS] + [HIT] * 4
+    manager, keys, ctx = planted_manager(env, mask, 9900)
+    recorded: list[int] = []
+    counting = _tracker(env)
+    counting.record_lookup = lambda req, group, idx, key: recorded.append(idx)
+
+    class Sub(env.CPUOffloadingManager):
+        pass
+
+    odd = planted_manager(env, [HIT] * 4, 9901)[0]
+    only_key = next(iter(odd._policy.chunks))
+    odd._policy.chunks[only_key] = SimpleNamespace(ref_cnt=0, is_ready=True)
+    before = offload_lookup.status()["prefix"]
+    cases = (
+        (SimpleNamespace(manager=manager, _events_tracker=_tracker(env, True)), keys[9:]),
+        (SimpleNamespace(manager=manager, _events_tracker=counting), keys),
+        (SimpleNamespace(manager=Sub(num_chunks=64), _events_tracker=_tracker(env)), keys),
+        (SimpleNamespace(manager=manager, _events_tracker=_tracker(env)), tuple(keys)),
+        (SimpleNamespace(manager=odd, _events_tracker=_tracker(env)), list(odd._policy.chunks)),
+    )
+    for scheduler, these in cases:
+        _compare_prefix(env, scheduler, these, ctx)
+    assert recorded == list(range(9)) * 2  # vLLM's method, run twice by _compare_prefix
+    after = offload_lookup.status()["prefix"]
+    assert after["delegated"] - before["delegated"] == len(cases)
+    assert after["answered"] == before["answered"]
+
+
+@needs_prefix
+def test_prefix_lookup_on_a_real_scheduler(prefix_env, offload_env) -> None:  # type: ignore[no-untyped-def]
+    """The method bound to a real OffloadingConnectorScheduler (its own
+    events tracker, vLLM's default config) with a planted real manager."""
+    env = prefix_env
+    _install("native")
+    rng = random.Random(5)
+    before = offload_lookup.status()["prefix"]["answered"]
+    for salt in range(30):
+        mask = _random_mask(rng, rng.randint(0, 300))
+        manager, keys, ctx = planted_manager(env, mask, 9950 + salt)
+        sched = _offload_scheduler(offload_env, [(16, None, False)], 16, 2, None, manager)
+        ours = sched._maximal_prefix_lookup(keys, ctx, None, None, 0)
+        theirs = env.original_prefix(sched, keys, ctx, None, None, 0)
+        assert (ours is None) == (theirs is None) and ours == theirs
+    assert offload_lookup.status()["prefix"]["answered"] - before == 30
+
+
+@needs_prefix
+def test_prefix_shadow_and_uninstall(prefix_env) -> None:
+    env = prefix_env
+    _install("native", Mode.SHADOW)
+    compared = vllm_adapter.stats().shadow_compared
+    mismatches = vllm_adapter.stats().shadow_mismatches
+    rng = random.Random(6)
+    for salt in range(10):
+        manager, keys, ctx = planted_manager(env, _random_mask(rng, rng.randint(0, 100)), 9980 + salt)
+        _compare_prefix(env, SimpleNamespace(manager=manager, _events_tracker=_tracker(env)), keys, ctx)
+    assert vllm_adapter.stats().shadow_compared - compared == 10
+    assert vllm_adapter.stats().shadow_mismatches == mismatches
+    vllm_adapter.uninstall()
+    assert env.OffloadingConnectorScheduler.__dict__["_maximal_prefix_lookup"] is env.original_prefix
+    assert not offload_lookup.status()["prefix"]["installed"]

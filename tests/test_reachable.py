@@ -710,6 +710,7 @@ def _offload_scheduler(env, groups, h: int, bpc: int, retention, manager):  # ty
         get_manager=lambda: manager,
     )
     config = SimpleNamespace(
+        num_hash_lookahead_tokens=0,  # read by 0.34.0's scheduler
         speculative_config=None,
         cache_config=SimpleNamespace(
             enable_prefix_caching=True, prefix_cache_retention_interval=retention

@@ -67,6 +67,7 @@ _POOL = "vllm.v1.core.block_pool"
 _UTILS = "vllm.v1.core.kv_cache_utils"
 _MATH = "vllm.utils.math_utils"
 _OFFLOAD_SCHED = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
+_OFFLOAD_EVENTS = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.events"
 _OFFLOAD_CONFIG = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.config"
 
 
@@ -132,6 +133,37 @@ OFFLOAD_LOOKUP = Binding(
         _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy.get"),
         _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus.is_ready"),
         _src("vllm.v1.kv_offload.base", "LookupResult"),
+    ),
+)
+
+# The full-attention groups' offload lookup, read inline for the same pure
+# managers while the events tracker's record_lookup returns at once
+# (vllm_adapter/offload_lookup.py).
+OFFLOAD_PREFIX = Binding(
+    "offload_prefix",
+    "OffloadingConnectorScheduler._maximal_prefix_lookup, modelled by "
+    "pyspec/offload_lookup.py's offload_prefix_lookup",
+    (
+        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._maximal_prefix_lookup"),
+        _src(_OFFLOAD_EVENTS, "OffloadingEventsTracker.__init__"),
+        _src(_OFFLOAD_EVENTS, "OffloadingEventsTracker.record_lookup"),
+        _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager.lookup"),
+        _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy.get"),
+        _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy.get"),
+        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus.is_ready"),
+        _src("vllm.v1.kv_offload.base", "LookupResult"),
+    ),
+)
+
+# The request's offload keys, built a group at a time for vLLM's own
+# request context (vllm_adapter/offload_keys.py).
+OFFLOAD_KEYS = Binding(
+    "offload_keys",
+    "RequestOffloadState.update_offload_keys, rewritten a group at a time",
+    (
+        _src(_OFFLOAD_SCHED, "RequestOffloadState.update_offload_keys"),
+        _src("vllm.v1.kv_offload.base", "make_offload_key"),
+        _src("vllm.v1.kv_offload.base", "ReqContext"),
     ),
 )
 
@@ -209,7 +241,8 @@ LOOKUP_MEMO = Binding(
 )
 
 BINDINGS: tuple[Binding, ...] = (
-    SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_FILTER, DP_ROUTING,
+    SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_PREFIX, OFFLOAD_KEYS,
+    OFFLOAD_FILTER, DP_ROUTING,
     LOOKUP_MEMO,
 )
 

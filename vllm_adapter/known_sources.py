@@ -132,6 +132,82 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
     ],
+    "offload_prefix": [
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingEventsTracker.__init__":
+                    "7d55a5a71d25caf3966b680d227bbcdd39b08b72c75a9b05492a84352d1177a9",
+                "OffloadingEventsTracker.record_lookup":
+                    "4924f788b055eff86106c5178a2c9fce6eb433405a3378122f2c516e76fa9883",
+                "CPUOffloadingManager.lookup":
+                    "a103e21699ac0bfb9329babb4126d190ba29a01f095c513ceea864e83a84a6a9",
+                "LRUCachePolicy.get":
+                    "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
+                "ARCCachePolicy.get":
+                    "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
+                "ChunkStatus.is_ready":
+                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "LookupResult":
+                    "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+            },
+        },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingEventsTracker.__init__":
+                    "62c23b907fa27ca544876a9108395f3b47a7bfbaf2c8df75715f544ae46fea87",
+                "OffloadingEventsTracker.record_lookup":
+                    "cc18d91c846c242f68d67979aacb8be8c3bd7f0f1714f03751d110a99f77c44f",
+                "CPUOffloadingManager.lookup":
+                    "a103e21699ac0bfb9329babb4126d190ba29a01f095c513ceea864e83a84a6a9",
+                "LRUCachePolicy.get":
+                    "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
+                "ARCCachePolicy.get":
+                    "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
+                "ChunkStatus.is_ready":
+                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "LookupResult":
+                    "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+            },
+        },
+    ],
+    "offload_keys": [
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "RequestOffloadState.update_offload_keys":
+                    "fdbad4f1e869fb7f8b381a532e7712e8f342a666136e5d3667ecbd6660b2cee2",
+                "make_offload_key":
+                    "7b36cb17c283bf237a43d8d51b1fc6b9d464f81f24ae87f266939e40baf720bf",
+                "ReqContext":
+                    "81b4f505ba941290c54c1d61276f34dc38fd803568467df8b57c54d9d1583cf4",
+            },
+        },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "",
+            "digests": {
+                "RequestOffloadState.update_offload_keys":
+                    "c13f786cb1fbc631295fad4005ae05e5576a57445653c4f6e1e622e7694dc106",
+                "make_offload_key":
+                    "7b36cb17c283bf237a43d8d51b1fc6b9d464f81f24ae87f266939e40baf720bf",
+                "ReqContext":
+                    "0aa18f03fa75d7103a8034a6c7e51b5c5f6b1f2acd56d9cc236298aa87417b89",
+            },
+        },
+    ],
     "offload_filter": [
         {
             "name": "0.33.0",

@@ -16,19 +16,33 @@ manager, whose lookup starts asynchronous work and answers ``RETRY``, a
 custom one), any other policy, a patched method or an argument outside the
 model is answered by vLLM's own scan. The per-call check is cheap: types and
 identities. Same modes as the lookup patch (``SWA_PREFIX_CACHE_MODE``).
+
+The full-attention groups' lookup, ``_maximal_prefix_lookup``, is replaced
+too (patch ``offload_prefix``, its own binding): vLLM asks the manager
+about every chunk of the cached run, through ``lookup``, the policy's
+``get`` and ``is_ready``, and calls the events tracker once per hit. On a
+long prompt that re-runs for every step a request waits, and it was most
+of the connector's lookup time on the trace. For the same pure managers,
+and a tracker whose ``record_lookup`` returns at once (self-describing
+events off, vLLM's default), the answer is ``offload_prefix_lookup`` of
+pyspec/offload_lookup.py over the chunks' states, read inline from the
+policy's dicts (``ChunkStatus.is_ready`` is ``ref_cnt >= 0``). Any other
+tracker, manager, chunk or key list gets vLLM's own method.
 """
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_adapter import registry
+from vllm_adapter import offload_keys, registry
 from vllm_adapter.config import Mode
 
 logger = logging.getLogger("vllm_adapter")
 
 NAME = "offload_lookup"
+PREFIX_NAME = "offload_prefix"
 _KEPT = "vLLM's own offload scan stays"
 
 
@@ -40,6 +54,7 @@ class _Counters:
 
 
 _counters = _Counters()
+_prefix_counters = _Counters()
 
 
 class _Unsupported(Exception):
@@ -65,50 +80,63 @@ def install(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
                 ours = _shadow(ours, originals[0], on_shadow)
             return (ours,)
 
+        def build_prefix(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+            answer = _make_prefix_answer()
+            if mode is Mode.SHADOW:
+                return (_prefix_shadow(answer, originals[0], on_shadow),)
+            return (_prefix_lookup(answer, originals[0], on_error),)
+
         done = registry.install(NAME, build, _KEPT, logging.INFO)
-        if done:
+        prefix_done = registry.install(PREFIX_NAME, build_prefix, _KEPT, logging.INFO)
+        offload_keys.install(mode)
+        if done or prefix_done:
             logger.info(
-                "swa-prefix-cache: KV-offload sliding-window lookup replaced (mode %s, %s core) "
-                "for CPUOffloadingManager with LRU/ARC; other managers keep vLLM's scan",
+                "swa-prefix-cache: KV-offload lookups replaced (mode %s, %s core): "
+                "sliding-window %s, full-attention %s, for CPUOffloadingManager with LRU/ARC; "
+                "other managers keep vLLM's scans",
                 mode.value, "native" if hotpath is not None else "python",
+                "yes" if done else "no", "yes" if prefix_done else "no",
             )
         return done
 
 
 def uninstall() -> None:
+    offload_keys.uninstall()
+    registry.uninstall(PREFIX_NAME)
     registry.uninstall(NAME)
 
 
-def status() -> dict[str, Any]:
-    found = registry.state(NAME)
+def _status_of(name: str, counters: _Counters) -> dict[str, Any]:
+    found = registry.state(name)
     return {
         "installed": found.installed,
         "reason": found.reason,
-        "calls": _counters.calls,
-        "answered": _counters.answered,
-        "delegated": _counters.delegated,
+        "calls": counters.calls,
+        "answered": counters.answered,
+        "delegated": counters.delegated,
     }
 
 
-def _make_lookup(original: Callable[..., Any], hotpath: Any,
-                 on_error: Callable[[BaseException], None]) -> Callable[..., Any]:
-    """The replacement method around vLLM's ``original``."""
-    from vllm.v1.kv_offload.base import LookupResult
+def status() -> dict[str, Any]:
+    """The sliding-window lookup's record, with the full-attention one's
+    under ``prefix`` and the request keys' under ``keys``."""
+    return dict(_status_of(NAME, _counters), prefix=_status_of(PREFIX_NAME, _prefix_counters),
+                keys=offload_keys.status())
+
+
+def _pure_manager_check() -> Callable[[Any], bool]:
+    """``pure_manager(manager)``: the manager is vLLM's CPUOffloadingManager
+    with an LRU or ARC policy, nothing patched, so its lookup is a pure read
+    of the policy's dicts that never answers RETRY."""
     from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
     from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
     from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
 
-    from pyspec.offload_lookup import offload_stride_search
-
-    hit, pending, miss = LookupResult.HIT, LookupResult.HIT_PENDING, LookupResult.MISS
     lookup_fn = CPUOffloadingManager.__dict__["lookup"]
     policy_get = {LRUCachePolicy: LRUCachePolicy.__dict__["get"],
                   ARCCachePolicy: ARCCachePolicy.__dict__["get"]}
-    chunk_of = {miss: 0, hit: 1, pending: 2}
 
     def pure_manager(manager: Any) -> bool:
-        """The manager is vLLM's CPUOffloadingManager with an LRU or ARC
-        policy, nothing patched: its lookup is a pure read, never RETRY."""
         policy = getattr(manager, "_policy", None)
         get = policy_get.get(type(policy))
         return (
@@ -119,6 +147,20 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
             and type(policy).get is get
             and "get" not in vars(policy)
         )
+
+    return pure_manager
+
+
+def _make_lookup(original: Callable[..., Any], hotpath: Any,
+                 on_error: Callable[[BaseException], None]) -> Callable[..., Any]:
+    """The replacement method around vLLM's ``original``."""
+    from vllm.v1.kv_offload.base import LookupResult
+
+    from pyspec.offload_lookup import offload_stride_search
+
+    hit, pending, miss = LookupResult.HIT, LookupResult.HIT_PENDING, LookupResult.MISS
+    chunk_of = {miss: 0, hit: 1, pending: 2}
+    pure_manager = _pure_manager_check()
 
     def python_search(lookup: Callable[..., Any], keys: Any, req_context: Any,
                       window: int, initial: int) -> int | None:
@@ -197,3 +239,103 @@ def _shadow(ours: Callable[..., Any], original: Callable[..., Any],
         return theirs
 
     return _sliding_window_lookup
+
+
+def _make_prefix_answer() -> Callable[[Any, Any], Any]:
+    """``answer(scheduler, keys)``: what vLLM's ``_maximal_prefix_lookup``
+    returns, read inline, or NotImplemented where the inline read is not
+    known to equal it (then nothing was read that vLLM would not read)."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.events import (
+        OffloadingEventsTracker,
+    )
+    from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
+    from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
+
+    pure_manager = _pure_manager_check()
+    record_fn = OffloadingEventsTracker.__dict__["record_lookup"]
+    plain_maps = (dict, OrderedDict)
+    # ARC's ``t1.get(key) or t2.get(key)`` is ``is None`` only while chunks are truthy.
+    truthy_chunks = not (hasattr(ChunkStatus, "__bool__") or hasattr(ChunkStatus, "__len__"))
+
+    def quiet(tracker: Any) -> bool:
+        """vLLM's own tracker, whose ``record_lookup`` returns at once."""
+        return (
+            type(tracker) is OffloadingEventsTracker
+            and OffloadingEventsTracker.record_lookup is record_fn
+            and "record_lookup" not in vars(tracker)
+            and not tracker.self_describing_enabled
+        )
+
+    def answer(scheduler: Any, keys: Any) -> Any:
+        manager = scheduler.manager
+        if (not truthy_chunks or type(keys) is not list or not pure_manager(manager)
+                or not quiet(scheduler._events_tracker)):
+            return NotImplemented
+        policy = manager._policy
+        if type(policy) is ARCCachePolicy:
+            maps = (policy.t1, policy.t2)  # ARC's get: t1.get(key) or t2.get(key)
+        else:
+            maps = (policy.chunks,)
+        if any(type(m) not in plain_maps for m in maps):
+            return NotImplemented
+        first = maps[0].get
+        second = maps[1].get if len(maps) == 2 else None
+        count = 0
+        ready = True
+        for key in keys:
+            chunk = first(key)
+            if chunk is None and second is not None:
+                chunk = second(key)
+            if chunk is None:
+                break
+            if type(chunk) is not ChunkStatus:
+                return NotImplemented
+            if chunk.ref_cnt < 0:  # not is_ready: HIT_PENDING
+                ready = False
+            count += 1
+        return count if ready else None
+
+    return answer
+
+
+def _prefix_lookup(answer: Callable[[Any, Any], Any], original: Callable[..., Any],
+                   on_error: Callable[[BaseException], None]) -> Callable[..., Any]:
+    """The replacement ``_maximal_prefix_lookup`` around vLLM's ``original``."""
+
+    def _maximal_prefix_lookup(self: Any, keys: Any, req_context: Any, req: Any,
+                               group_config: Any, start_chunk_idx: int) -> int | None:
+        _prefix_counters.calls += 1
+        try:
+            found = answer(self, keys)
+        except Exception as exc:  # a failure of ours: vLLM's own scan answers
+            on_error(exc)
+            found = NotImplemented
+        if found is NotImplemented:
+            _prefix_counters.delegated += 1
+            return original(self, keys, req_context, req, group_config, start_chunk_idx)
+        _prefix_counters.answered += 1
+        return found
+
+    _maximal_prefix_lookup.__doc__ = (
+        "KV-offload full-attention lookup read inline from the policy's dicts (swa-prefix-cache)."
+    )
+    return _maximal_prefix_lookup
+
+
+def _prefix_shadow(answer: Callable[[Any, Any], Any], original: Callable[..., Any],
+                   on_shadow: Callable[[Any, Any, dict[str, Any]], None]) -> Callable[..., Any]:
+    """vLLM answers; ours is compared where it would answer (it reads
+    only, so running it changes nothing)."""
+
+    def _maximal_prefix_lookup(self: Any, keys: Any, req_context: Any, req: Any,
+                               group_config: Any, start_chunk_idx: int) -> int | None:
+        theirs = original(self, keys, req_context, req, group_config, start_chunk_idx)
+        try:
+            mine = answer(self, keys)
+        except Exception as exc:  # a crash in ours must not hurt serving
+            mine = exc
+        if mine is not NotImplemented:
+            on_shadow(mine, theirs, {"lookup": "offload_prefix", "chunks": len(keys)})
+        return theirs
+
+    return _maximal_prefix_lookup

@@ -353,6 +353,12 @@ def paths() -> dict[str, dict[str, Any]]:
             "answers": (_state.backend if ours else "python")
             if registry.is_installed("offload_lookup") else "vllm",
         },
+        "offload_prefix": {
+            "answers": "inline read" if registry.is_installed("offload_prefix") else "vllm",
+        },
+        "offload_keys": {
+            "answers": "a group at a time" if registry.is_installed("offload_keys") else "vllm",
+        },
         "lookup_memo": {"answers": "memory" if registry.is_installed(LOOKUP_MEMO) else "off"},
     }
 

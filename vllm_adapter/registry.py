@@ -118,6 +118,20 @@ PATCHES: tuple[Patch, ...] = (
         MODE_ENV,
     ),
     Patch(
+        "offload_prefix", "KV-offload full-attention lookup", fingerprint.OFFLOAD_PREFIX,
+        (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_maximal_prefix_lookup"),),
+        "the KV-offload connector's chunk-by-chunk full-attention scan, by an inline read "
+        "of the CPU manager's policy",
+        MODE_ENV,
+    ),
+    Patch(
+        "offload_keys", "KV-offload request keys", fingerprint.OFFLOAD_KEYS,
+        (Target(_OFFLOAD, "RequestOffloadState", "update_offload_keys"),),
+        "the KV-offload connector's key-by-key loop over a request's new chunks, by one "
+        "that builds each group's keys at once",
+        MODE_ENV,
+    ),
+    Patch(
         "offload_filter", "KV-offload store filter", fingerprint.OFFLOAD_FILTER,
         (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_reachable_store_block_mask"),),
         "the KV-offload store filter of sliding-window groups, by one that keeps every "
