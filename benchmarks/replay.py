@@ -77,6 +77,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import vllm  # noqa: E402
+
 from benchmarks import host_tier, mooncake, replay_layouts  # noqa: E402
 from pyspec.tier_reference import Group, chained_keys, reference_hits  # noqa: E402
 
@@ -751,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
     result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
                     log=lambda line: print(line, flush=True), tier=tier, turns=args.turns)
     result.update(trace=str(args.trace), pool=args.pool, instances=instances, instance=args.instance,
-                  python=platform.python_version(),
+                  python=platform.python_version(), vllm=vllm.__version__,
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

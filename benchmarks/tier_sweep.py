@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import mooncake, replay_layouts  # noqa: E402
 from benchmarks.replay import LOOKUP_SHARE_MAX, STORES, TURNS  # noqa: E402
+from benchmarks.replay import vllm  # noqa: E402 (the replay sets vLLM's platform first)
 
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_COPY = ROOT / "docs" / "img" / "tier-sweep.png"
@@ -199,10 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             line += (f"; tier lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, plugin on "
                      f"{'PASS' if share <= LOOKUP_SHARE_MAX else 'MISS'} ({100 * share:.2f}%)")
         print(line)
-    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests}-{args.turns}-{stamp}"
+    release = "" if vllm.__version__ == "0.33.0" else f"-vllm{vllm.__version__}"
+    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests}-{args.turns}{release}-{stamp}"
     receipt = RESULTS / f"{name}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    receipt.write_text(json.dumps({"requests": requests, "turns": args.turns, "runs": runs}, indent=1) + "\n")
+    receipt.write_text(json.dumps({"requests": requests, "turns": args.turns, "vllm": vllm.__version__,
+                                   "runs": runs}, indent=1) + "\n")
     print(f"receipt {receipt.relative_to(ROOT)}")
     png = receipt.with_suffix(".png")
     plot(runs, png)
