@@ -33,6 +33,7 @@ import logging
 import math
 import random
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from conftest import CASE_COUNTS
@@ -40,6 +41,8 @@ from test_reachable import (  # noqa: F401 (fixtures)
     CASES,
     OFFLOAD_FINDINGS,
     _offload_finding,
+    _offload_request,
+    _offload_scheduler,
     offload_env,
     offload_findings,
     offload_run,
@@ -475,3 +478,57 @@ def test_mask_is_local() -> None:
                 assert part == [x for x in whole if start <= x[0] < stop], (model, r, n, start, stop)
                 done += 1
     CASE_COUNTS["offload corrected mask (locality)"] += done
+
+
+# ---------------------------------------------------------------------------
+# the junction the host tier finds (vLLM 0.34.0's rule, for 0.33.0)
+# ---------------------------------------------------------------------------
+
+
+def _store_finished(env, sched, manager, req) -> None:  # type: ignore[no-untyped-def]
+    """``req`` finished: its chunks through the real store path, completed."""
+    req.status = env.RequestStatus.FINISHED_STOPPED
+    req.is_finished = lambda: True
+    state = sched._req_status[req.request_id]
+    state.update_offload_keys()
+    state.update_block_id_groups(tuple(list(range(1, req.num_tokens // 16 + 2)) for _ in (0, 1)))
+    before = len(manager.offered)
+    sched._build_store_jobs(SimpleNamespace(num_scheduled_tokens={}, finished_req_ids={req.request_id}))
+    manager.complete_store(manager.offered[before:], state.req_context)
+
+
+@pytest.mark.parametrize("setting", ["off", "corrected"])
+def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  # type: ignore[no-untyped-def]
+    """A is stored; B shares A's first 320 tokens and diverges: the tier's
+    full-attention groups hit 20 chunks, the sliding window none (vLLM kept
+    only A's last window). The corrected store pins B's junction at 320, so
+    B's window there is stored and C, diverging at the same point, hits
+    320 tokens. vLLM 0.33.0's own code takes the junction from the GPU
+    pool's lookup only: C hits 0 (0.34.0 pins it itself)."""
+    from vllm_adapter import offload_filter
+
+    env = offload_env
+    monkeypatch.setenv(ENV, setting)
+    if setting == "corrected":
+        assert offload_filter.install()
+    groups = [(16, None, False), (16, 64, False)]
+    manager = env.RecordingManager()
+    sched = _offload_scheduler(env, groups, 16, 1, 0, manager)
+    n, p = 640, 320
+    shared = env.make_block_hashes(p // 16, salt=b"shared")
+    prompts = {rid: shared + env.make_block_hashes((n - p) // 16, salt=rid.encode()) for rid in "ABC"}
+    a = _offload_request(env, "A", prompts["A"], n, True)
+    sched.on_new_request(a)
+    _store_finished(env, sched, manager, a)
+    hits, junctions = {}, {}
+    for rid in "BC":
+        req = _offload_request(env, rid, prompts[rid], n, False)
+        sched.on_new_request(req)
+        hits[rid], _ = sched.get_num_new_matched_tokens(req, 0)
+        junctions[rid] = req.shared_prefix_boundary
+        _store_finished(env, sched, manager, req)
+    if setting == "corrected":
+        assert (hits, junctions) == ({"B": 0, "C": p}, {"B": p, "C": 0})
+        assert offload_filter.status()["junctions"] >= 1
+    else:
+        assert (hits, junctions) == ({"B": 0, "C": 0}, {"B": 0, "C": 0})

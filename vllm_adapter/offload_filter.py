@@ -9,9 +9,20 @@ hits are lost (docs/store-lookup-agreement.md, O1..O5; the issue's case:
 instead of 1,792).
 
 With ``SWA_PREFIX_CACHE_OFFLOAD_FILTER=corrected`` the plugin replaces that
-one method with ``pyspec.offload.offload_store_chunks``: keep every chunk
+method with ``pyspec.offload.offload_store_chunks``: keep every chunk
 the all-stored offload lookup reads for a promised hit (the offload variant
 of ``pyspec.reachable.correct_mask``). Default ``off``: vLLM's own filter.
+
+It also pins the junction the host tier finds (``_lookup``, after vLLM's
+own): 0.33.0 takes a request's ``shared_prefix_boundary`` only from the GPU
+pool's lookup, so where the full-attention groups hit further in the tier
+than a sliding-window group, the window before that point is never stored,
+and the next prompt that diverges there misses it (on the trace under
+``--turns blocks``: 5.7 % of prompt tokens, docs/replay.md). vLLM 0.34.0
+pins it itself (``_maybe_register_shared_prefix_junction``); this is that
+rule for 0.33.0: the full-attention groups' hit end, capped as the lookup
+caps it, becomes the junction when it lies past the hit and past the
+junction already set. The lookup's answer is vLLM's own, untouched.
 
 The patch applies only to a vLLM whose offload sources hash to a known
 fingerprint (``fingerprint.OFFLOAD_FILTER``), independently of the
@@ -43,6 +54,7 @@ class _Counters:
     calls: int = 0
     fallbacks: int = 0
     fallback_reason: str = ""
+    junctions: int = 0  # junctions pinned from the tier's full-attention hit
 
 
 _counters = _Counters()
@@ -61,7 +73,9 @@ def install() -> bool:
         _counters.setting = setting
         if setting is OffloadFilter.OFF:
             return registry.refuse(NAME, "setting off")
-        done = registry.install(NAME, lambda found, originals: (_make_mask(originals[0]),), _KEPT)
+        done = registry.install(
+            NAME, lambda found, originals: (_make_mask(originals[0]), _make_lookup(originals[1])), _KEPT
+        )
         if done:
             logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s",
                         fingerprint.installed_version())
@@ -86,6 +100,7 @@ def status() -> dict[str, Any]:
         "calls": _counters.calls,
         "fallbacks": _counters.fallbacks,
         "fallback_reason": _counters.fallback_reason,
+        "junctions": _counters.junctions,
     }
 
 
@@ -199,3 +214,50 @@ def _make_mask(original: Any) -> Any:
         "pyspec.offload.offload_store_chunks)."
     )
     return _reachable_store_block_mask
+
+
+def tier_junction(scheduler: Any, req_status: Any, max_num_new_tokens: int | None,
+                  num_hit_tokens: int) -> int:
+    """Where the full-attention groups' tier hit ends, if a sliding-window
+    group cut the hit below it (0 otherwise or where not modelled: no
+    retention, Mamba, EAGLE groups, a group of another kind). The caps are
+    the lookup's own (``_lookup_complete_chunks``): at most the request's
+    tokens, the new-token and load limits, minus the token recomputed for
+    its logits."""
+    if scheduler.config.retention_interval is None:
+        return 0
+    if getattr(scheduler, "_mamba_align_size", None) is not None:
+        return 0
+    full, sliding = scheduler._full_attention_groups, scheduler._sliding_window_groups
+    configs = scheduler.config.kv_group_configs
+    if not full or not sliding or any(gc.is_eagle_group for gc in configs):
+        return 0
+    local = req_status.num_locally_computed_tokens
+    cap = req_status.req.num_tokens
+    if max_num_new_tokens is not None:
+        cap = min(cap, local + max_num_new_tokens)
+    if req_status.max_load_tokens is not None:
+        cap = min(cap, local + req_status.max_load_tokens)
+    boundary = cap - 1
+    for g in full:
+        boundary = min(boundary,
+                       req_status.group_states[g].lookup_hit_end_chunk_idx * configs[g].tokens_per_chunk)
+    return boundary if boundary > local + num_hit_tokens else 0
+
+
+def _make_lookup(original: Any) -> Any:
+    def _lookup(self: Any, req_status: Any, max_num_new_tokens: int | None = None) -> int | None:
+        num_hit_tokens = original(self, req_status, max_num_new_tokens)
+        if num_hit_tokens is not None:
+            boundary = tier_junction(self, req_status, max_num_new_tokens, num_hit_tokens)
+            request = req_status.req
+            if boundary > request.shared_prefix_boundary:
+                request.shared_prefix_boundary = boundary  # never lowered
+                _counters.junctions += 1
+        return num_hit_tokens
+
+    _lookup.__doc__ = (
+        "vLLM's offload lookup, then the tier's junction pinned (swa-prefix-cache, "
+        "corrected store)."
+    )
+    return _lookup

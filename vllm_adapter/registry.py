@@ -133,9 +133,10 @@ PATCHES: tuple[Patch, ...] = (
     ),
     Patch(
         "offload_filter", "KV-offload store filter", fingerprint.OFFLOAD_FILTER,
-        (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_reachable_store_block_mask"),),
+        (Target(_OFFLOAD, "OffloadingConnectorScheduler", "_reachable_store_block_mask"),
+         Target(_OFFLOAD, "OffloadingConnectorScheduler", "_lookup")),
         "the KV-offload store filter of sliding-window groups, by one that keeps every "
-        "chunk the lookup reads",
+        "chunk the lookup reads, and pins the junction the tier's full-attention hit finds",
         OFFLOAD_FILTER_ENV, opt_in=True,
     ),
     Patch(
