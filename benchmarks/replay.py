@@ -79,7 +79,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import vllm  # noqa: E402
 
-from benchmarks import host_tier, mooncake, replay_layouts  # noqa: E402
+from benchmarks import host_tier, mooncake, replay_layouts, tier_gap  # noqa: E402
 from pyspec.tier_reference import Group, chained_keys, reference_hits  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -200,7 +200,7 @@ def reference_store(built: replay_layouts.Built, prompts: list[tuple[list[int], 
     tier_bytes = 0 if tier is None else int(tier.gib * host_tier.GIB)
     hits = reference_hits(prompts, built.hash_block_size, groups, pool_bytes + tier_bytes)
     return {"hit_tokens": sum(hits), "pool_bytes": pool_bytes, "tier_bytes": tier_bytes,
-            "groups": [(g.window, g.block_bytes) for g in groups]}
+            "groups": [(g.window, g.block_bytes) for g in groups], "per_prompt": hits}
 
 
 def step_form(out: Any) -> tuple[Any, ...]:
@@ -309,6 +309,7 @@ class Side:
     prefill_tokens: int = 0  # prompt tokens computed (recomputation after preemption included)
     step_ms: float = 0.0  # the last step's simulated length
     first_tokens: list[str] = field(default_factory=list)  # the last step's requests' first tokens
+    admitted: dict[str, int] = field(default_factory=dict)  # request -> hit tokens it was first scheduled with
 
     def __post_init__(self) -> None:
         self.lookup.wrap(self.scheduler.kv_cache_manager.coordinator, "find_longest_cache_hit")
@@ -324,6 +325,8 @@ class Side:
             start = time.perf_counter_ns()
             out = self.scheduler.schedule()
             between = time.perf_counter_ns()
+            for new in out.scheduled_new_reqs:
+                self.admitted.setdefault(new.req_id, new.num_computed_tokens)
             # The model's and the workers' part: untimed.
             runner = model_output(self.scheduler, out)
             self.first_tokens = [rid for rid, sampled in zip(runner.req_ids, runner.sampled_token_ids)
@@ -580,10 +583,18 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     prompts = [(chained_keys(made[k][1], b.hash_block_size), len(made[k][1])) for k in range(arrived)]
     ceiling = sum(reference_hits(prompts, b.hash_block_size, [Group(None, 1)], None))
     reference = reference_store(built["off"], prompts, tier)
+    short = None
+    if reference is not None:
+        # vLLM's hit per request (GPU pool + tier, at its first admission)
+        # against the reference's, and the cause of each shortfall.
+        admitted = sides["off"].admitted
+        short = tier_gap.shortfalls([keys for keys, _ in prompts],
+                                    [admitted.get(made[k][0], 0) for k in range(arrived)],
+                                    reference.pop("per_prompt"), b.hash_block_size)
     hits = {"gpu_hit_tokens": off["prefix_cache_hits"], "tier_hit_tokens": off["tier_hits"],
             "ceiling_hit_tokens": ceiling,
             "ceiling_hit_rate": ceiling / prompt_tokens if prompt_tokens else 0.0,
-            "reference": reference,
+            "reference": reference, "short_of_reference": short,
             "reference_hit_rate": (reference["hit_tokens"] / prompt_tokens
                                    if reference is not None and prompt_tokens else None),
             "hit_rate": (off["prefix_cache_hits"] + off["tier_hits"]) / prompt_tokens if prompt_tokens else 0.0,
@@ -662,6 +673,13 @@ def report(r: dict[str, Any]) -> list[str]:
         ref = r["reference_hit_rate"]
         lines.append(f"  reference store at the same bytes (GPU pool + tier, keeps what vLLM's lookups read, "
                      f"LRU): {ref:.4f}; measured {r['hit_rate'] / ref if ref else 0:.2f} of it")
+        short = r.get("short_of_reference")
+        if short is not None:
+            causes = ", ".join(f"{cause} {v['requests']} ({v['tokens']:,} tokens)"
+                               for cause, v in short["by_cause"].items())
+            lines.append(f"  short of the reference: {short['requests']} requests, {short['tokens']:,} tokens "
+                         f"({100 * short['tokens'] / r['prompt_tokens'] if r['prompt_tokens'] else 0:.2f}% of "
+                         f"prompt tokens): {causes}; above it: {short['above_reference']['requests']}")
     lines.append(f"  hit tokens / prompt tokens {r['hit_rate']:.4f} (GPU pool {r['gpu_hit_rate']:.4f}, "
                  f"host tier {r['tier_hit_rate']:.4f}; the trace's ceiling {r['ceiling_hit_rate']:.4f}, "
                  f"{of_ceiling:.2f} of it); prefill tokens computed {r['prefill_tokens']:,}; "

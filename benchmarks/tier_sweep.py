@@ -195,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                          f"{'PASS' if ratio >= REFERENCE_SHARE else 'MISS'} ({ratio:.2f})")
             else:
                 line += f"; {ratio:.2f} of the reference store's (gap {100 * (ref - r['hit_rate']):.2f} points)"
+            short = r.get("short_of_reference")
+            if short and short["tokens"]:
+                line += "; short of it by " + ", ".join(
+                    f"{cause} {100 * v['tokens'] / r['prompt_tokens']:.2f} points ({v['requests']} requests)"
+                    for cause, v in short["by_cause"].items() if v["tokens"])
         if tier and tier["gib"] == max(gibs):
             share = r["on"]["tier_lookup_share"]
             line += (f"; tier lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, plugin on "

@@ -111,3 +111,38 @@ def test_bad_input_names_the_argument() -> None:
         Group(None, 0)
     with pytest.raises(ValueError, match="block"):
         chained_keys([1, 2], 0)
+
+
+# ---- benchmarks/tier_gap.py: the shortfalls against the reference, by cause --
+
+
+def test_shortfall_causes() -> None:
+    """A is stored; B shares A's first 2 blocks and diverges (its hit stops
+    below them); C shares the same 2 blocks: the reference hits them, a
+    store without B's junction does not (tier_junction). Had B been
+    admitted with the 2 blocks, the cause would be something else."""
+    from benchmarks.tier_gap import shortfalls
+
+    a, b, c = ["a1", "a2", "a3", "a4"], ["a1", "a2", "b3", "b4"], ["a1", "a2", "c3"]
+    got = shortfalls([a, b, c], [0, 0, 0], [0, 0, 2], 1)
+    assert got["requests"] == 1 and got["tokens"] == 2
+    assert got["by_cause"]["tier_junction"] == {"requests": 1, "tokens": 2}
+    got = shortfalls([a, b, c], [0, 2, 0], [0, 0, 2], 1)
+    assert got["by_cause"]["unattributed"] == {"requests": 1, "tokens": 2}
+    assert got["above_reference"] == {"requests": 1, "tokens": 2}
+    # One earlier sharer only: no junction between two earlier prompts.
+    got = shortfalls([a, c], [0, 0], [0, 2], 1)
+    assert got["by_cause"]["unattributed"]["requests"] == 1
+    # In tokens: block 16, the point is the reference's hit in blocks.
+    got = shortfalls([a, b, c], [0, 0, 16], [0, 0, 32], 16)
+    assert got["by_cause"]["tier_junction"] == {"requests": 1, "tokens": 16}
+    assert shortfalls([a, b, c], [0, 0, 2], [0, 0, 2], 1)["requests"] == 0
+
+
+def test_shortfall_bad_input() -> None:
+    from benchmarks.tier_gap import shortfalls
+
+    with pytest.raises(ValueError, match="equally long"):
+        shortfalls([["a"]], [0, 0], [0], 1)
+    with pytest.raises(ValueError, match="block"):
+        shortfalls([["a"]], [0], [0], 0)

@@ -1,0 +1,73 @@
+"""Where a replay's hits fall short of the reference store's, request by
+request, and the cause each shortfall has.
+
+Standard library only. The replay gives, per request in arrival order, its
+prompt's chained block keys (``pyspec.tier_reference.chained_keys``), the
+hit tokens vLLM admitted it with (GPU pool plus host tier) and the
+reference store's hit tokens (``reference_hits``). A request is short when
+vLLM's hit is below the reference's; each short request gets one cause:
+
+* ``tier_junction``: the reference's hit point ``p`` (in blocks) is a
+  junction that an earlier prompt found only below the GPU pool: two earlier
+  prompts ``i < j`` share the first ``p`` blocks with this one and diverge
+  at ``p`` (one of them ends there, or their next blocks differ), and ``j``
+  was admitted with fewer than ``p`` blocks of hit. The reference pins that
+  junction at ``j`` (its hit stopped below the shared prefix); vLLM 0.33.0
+  pins a junction only from the GPU pool's lookup
+  (``KVCacheManager.get_computed_blocks``), so a prefix that ``j`` found in
+  the tier gets no window kept at ``p``, and this request misses it.
+* ``unattributed``: anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+CAUSES = ("tier_junction", "unattributed")
+
+
+def _diverge_at(a: Sequence[Hashable], b: Sequence[Hashable], p: int) -> bool:
+    """Two prompts that share their first ``p`` blocks part there."""
+    return len(a) == p or len(b) == p or a[p] != b[p]
+
+
+def shortfalls(keys: Sequence[Sequence[Hashable]], measured: Sequence[int],
+               reference: Sequence[int], block: int) -> dict[str, Any]:
+    """The requests whose ``measured`` hit is below ``reference``'s, by cause
+    (module docstring); the ones above it are counted too (the reference
+    is meant to bound vLLM, so any is worth a look)."""
+    if not len(keys) == len(measured) == len(reference):
+        raise ValueError(f"keys, measured and reference must be equally long, got "
+                         f"{len(keys)}, {len(measured)}, {len(reference)}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int, got {block!r}")
+    holders: dict[Hashable, list[int]] = {}  # a prefix's chained key -> the prompts that have it
+    for k, prompt in enumerate(keys):
+        for key in prompt:
+            holders.setdefault(key, []).append(k)
+    out: dict[str, Any] = {cause: {"requests": 0, "tokens": 0} for cause in CAUSES}
+    above = {"requests": 0, "tokens": 0}
+    for k, (got, want) in enumerate(zip(measured, reference)):
+        if got > want:
+            above["requests"] += 1
+            above["tokens"] += got - want
+        if got >= want:
+            continue
+        p = want // block
+        cause = "unattributed"
+        if 0 < p <= len(keys[k]):
+            sharers = [j for j in holders[keys[k][p - 1]] if j < k]
+            for n, j in enumerate(sharers):
+                if measured[j] < p * block and any(
+                        _diverge_at(keys[i], keys[j], p) for i in sharers[:n]):
+                    cause = "tier_junction"
+                    break
+        out[cause]["requests"] += 1
+        out[cause]["tokens"] += want - got
+    return {
+        "requests": sum(out[c]["requests"] for c in CAUSES),
+        "tokens": sum(out[c]["tokens"] for c in CAUSES),
+        "by_cause": out,
+        "above_reference": above,
+    }
