@@ -46,8 +46,9 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # The full-attention offload lookup read inline: checked where the
     # release suites run its tests against vLLM's method with a host tier.
     "offload_prefix": ("0.33.0", "0.34.0"),
-    # 0.33.0 slices the hashes with islice, 0.34.0 with a slice: the same keys.
-    "offload_keys": ("0.33.0", "0.34.0"),
+    # 0.31-0.33 slice the hashes with islice, 0.34.0 with a slice: the same
+    # keys (tests/test_offload_keys.py runs in each release's offload suite).
+    "offload_keys": ("0.31.0", "0.32.0", "0.33.0", "0.34.0"),
     # Its sources cannot be read on <= 0.32 (get_sliding_window_size_in_chunks
     # lives in scheduler.py there); the store/lookup findings are 0.33.0's.
     "offload_filter": ("0.33.0",),

@@ -182,8 +182,8 @@ VARIANTS: dict[str, list[dict]] = {
     ],
     "offload_keys": [
         {
-            "name": "0.33.0",
-            "releases": ("0.33.0",),
+            "name": "0.31.0-0.33.0",
+            "releases": ("0.31.0", "0.32.0", "0.33.0"),
             "semantics": "",
             "digests": {
                 "RequestOffloadState.update_offload_keys":
