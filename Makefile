@@ -223,10 +223,13 @@ bench-quick: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	PYTHONPATH=build/releases/0.34.0 $(TEST_ENV) $(PY) -m benchmarks.replay $(TIER_QUICK)
 
 # The whole Mooncake trace (12,031 requests) through vLLM's scheduler on
-# every layout and both pools, plugin off and on (hours on 2 cores); its
-# receipt benchmarks/results/replay-trace-*.json is committed.
+# every layout and both pools, plugin off and on; then with a host tier
+# (vLLM's OffloadingConnector) for the two sliding-window layouts at 256 and
+# 512 GiB, stock and corrected store. Hours on 2 cores; the receipts
+# benchmarks/results/replay-trace-*.json and tier-sweep-all-*.json are committed.
 replay-trace: setup lib ext
 	$(TEST_ENV) $(PY) benchmarks/replay_suite.py --requests all --pools full,half
+	$(TEST_ENV) $(PY) benchmarks/tier_sweep.py --layouts gemma-3-27b,gpt-oss-120b --gib 256,512 --requests all
 
 # ---- end to end: a real vLLM engine ------------------------------------------
 # The distribution users install: `python -m build` (from .venv, with the

@@ -46,40 +46,26 @@ HYBRID_ORIGINAL = HybridKVCacheCoordinator.__dict__[ATTR]
 # own (None on a vLLM without the offloading connector).
 OFFLOAD_ATTR = "_sliding_window_lookup"
 OFFLOAD_PREFIX_ATTR = "_maximal_prefix_lookup"
-try:
-    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
-        OffloadingConnectorScheduler,
-    )
-except ImportError:  # an older vLLM: no offloading scheduler to patch
-    OffloadingConnectorScheduler = None
-
-
-def _offload_lookup(attr: str = OFFLOAD_ATTR) -> Any:
-    """One of the offload scheduler's lookups as it is now (None without an
-    offloading scheduler)."""
-    if OffloadingConnectorScheduler is None:
-        return None
-    return OffloadingConnectorScheduler.__dict__.get(attr)
-
-
-OFFLOAD_ORIGINAL = _offload_lookup()
-OFFLOAD_PREFIX_ORIGINAL = _offload_lookup(OFFLOAD_PREFIX_ATTR)
 # The request's offload keys (run inside the connector's lookup), vLLM's own.
 KEYS_ATTR = "update_offload_keys"
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
+        OffloadingConnectorScheduler,
         RequestOffloadState,
     )
-except ImportError:
-    RequestOffloadState = None
+except ImportError:  # an older vLLM: no offloading scheduler to patch
+    OffloadingConnectorScheduler = RequestOffloadState = None
 
 
-def _offload_keys() -> Any:
-    """The request state's key loop as it is now (None without one)."""
-    return None if RequestOffloadState is None else RequestOffloadState.__dict__.get(KEYS_ATTR)
+def _current(cls: Any, attr: str) -> Any:
+    """``cls.attr`` as it is now (None without the class or the attribute:
+    an older vLLM)."""
+    return None if cls is None else cls.__dict__.get(attr)
 
 
-KEYS_ORIGINAL = _offload_keys()
+OFFLOAD_ORIGINAL = _current(OffloadingConnectorScheduler, OFFLOAD_ATTR)
+OFFLOAD_PREFIX_ORIGINAL = _current(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR)
+KEYS_ORIGINAL = _current(RequestOffloadState, KEYS_ATTR)
 
 
 CORES = ("native", "python")
@@ -112,8 +98,9 @@ VLLM_PATCH = Patch(ORIGINAL, FULL_ORIGINAL)
 def _captured() -> Patch:
     """What the plugin has put on the classes right now."""
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
-                 HybridKVCacheCoordinator.__dict__[ATTR], _offload_lookup(),
-                 _offload_lookup(OFFLOAD_PREFIX_ATTR), _offload_keys())
+                 HybridKVCacheCoordinator.__dict__[ATTR], _current(OffloadingConnectorScheduler, OFFLOAD_ATTR),
+                 _current(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR),
+                 _current(RequestOffloadState, KEYS_ATTR))
 
 
 @dataclass

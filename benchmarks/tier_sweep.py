@@ -3,7 +3,7 @@ connector per layout, tier size and store filter, then one table, the
 targets and one plot.
 
     python benchmarks/tier_sweep.py [--layouts A,B] [--gib 0,128,256,512,1024]
-        [--stores stock,corrected] [--requests N] [--jobs 2] [--quick]
+        [--stores stock,corrected] [--requests N|all] [--jobs 2] [--quick]
 
 Each run is ``python -m benchmarks.replay --instances auto --offload-gb G
 --store S`` in its own process (vLLM's classes are patched per process),
@@ -40,17 +40,20 @@ from benchmarks.replay import vllm  # noqa: E402 (the replay sets vLLM's platfor
 
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_COPY = ROOT / "docs" / "img" / "tier-sweep.png"
-SWA_LAYOUTS = ("gemma-3-27b", "gpt-oss-120b")
+SWA_LAYOUTS = ("gemma-3-27b", "gpt-oss-120b")  # make replay-trace's whole-trace sweep
 REFERENCE_SHARE = 0.9  # target: the corrected store's hit rate against the reference store's
 REFERENCE_FROM_GIB = 256.0  # ... for tiers this large and larger
 QUICK = {"layouts": ("gpt-oss-120b",), "gib": (0.0, 256.0), "requests": 200}
 
 
-def run_one(layout: str, gib: float, store: str | None, requests: int, turns: str, trace: Path,
+def run_one(layout: str, gib: float, store: str | None, requests: int | None, turns: str, trace: Path,
             out: Path) -> dict[str, Any]:
-    """One replay run; its receipt (with its last line)."""
+    """One replay run (``requests`` None: the whole trace); its receipt
+    (with its last line)."""
     cmd = [sys.executable, "-m", "benchmarks.replay", "--trace", str(trace), "--layout", layout,
-           "--requests", str(requests), "--instances", "auto", "--turns", turns, "--json", str(out)]
+           "--instances", "auto", "--turns", turns, "--json", str(out)]
+    if requests is not None:
+        cmd += ["--requests", str(requests)]
     if gib > 0:
         cmd += ["--offload-gb", f"{gib:g}", "--store", str(store)]
     proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
@@ -136,13 +139,36 @@ def parse_list(text: str, name: str, parse: Any) -> list[Any]:
     return values
 
 
+def stores_for(layout: str, stores: list[str]) -> list[str]:
+    """The store filters worth a run on ``layout``: both where it has a
+    sliding-window layer, else only stock (the corrected filter changes
+    what is stored for sliding-window groups only, so its run would repeat
+    stock's)."""
+    if "sliding_attention" in replay_layouts.load(layout).layer_types():
+        return stores
+    return [s for s in stores if s == "stock"] or stores[:1]
+
+
+def parse_requests(text: str, parser: argparse.ArgumentParser) -> int | None:
+    """``--requests``: a positive count, or ``all`` (None: the whole trace)."""
+    if text == "all":
+        return None
+    try:
+        requests = int(text)
+    except ValueError:
+        parser.error(f"--requests must be a positive integer or 'all', got {text!r}")
+    if requests < 1:
+        parser.error(f"--requests must be a positive integer or 'all', got {text!r}")
+    return requests
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=mooncake.DEFAULT_TRACE)
-    parser.add_argument("--layouts", default=",".join(SWA_LAYOUTS))
+    parser.add_argument("--layouts", default=",".join(replay_layouts.names()))
     parser.add_argument("--gib", default="0,128,256,512,1024", help="tier sizes per GPU, GiB (0: none)")
     parser.add_argument("--stores", default=",".join(STORES))
-    parser.add_argument("--requests", type=int, default=4000, help="the trace's first N requests")
+    parser.add_argument("--requests", default="4000", help="the trace's first N requests, or 'all'")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
     parser.add_argument("--turns", choices=TURNS, default="extend",
                         help="how prompts are made from the trace (benchmarks/replay.py make_requests)")
@@ -154,20 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     layouts = list(QUICK["layouts"]) if args.quick else parse_list(args.layouts, "layouts", str)
     gibs = list(QUICK["gib"]) if args.quick else parse_list(args.gib, "gib", float)
     stores = parse_list(args.stores, "stores", str)
-    requests = QUICK["requests"] if args.quick else args.requests
+    requests = QUICK["requests"] if args.quick else parse_requests(args.requests, parser)
     if set(layouts) - set(replay_layouts.names()):
         parser.error(f"--layouts must be among {replay_layouts.names()}, got {args.layouts!r}")
     if set(stores) - set(STORES):
         parser.error(f"--stores must be among {STORES}, got {args.stores!r}")
     if any(g < 0 for g in gibs):
         parser.error(f"--gib must be >= 0, got {args.gib!r}")
-    if requests < 1 or args.jobs < 1:
-        parser.error("--requests and --jobs must be positive")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be positive, got {args.jobs}")
     if not args.trace.is_file():
         parser.error(f"--trace: no such file {args.trace}")
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     plan = [(layout, gib, None if gib == 0 else store) for layout in layouts for gib in sorted(set(gibs))
-            for store in ([None] if gib == 0 else stores)]
+            for store in ([None] if gib == 0 else stores_for(layout, stores))]
     with tempfile.TemporaryDirectory(prefix="tier-sweep-") as tmp:
         with ThreadPoolExecutor(args.jobs) as pool:
             futures = [pool.submit(run_one, layout, gib, store, requests, args.turns, args.trace,
@@ -206,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{'PASS' if share <= LOOKUP_SHARE_MAX else 'MISS'} ({100 * share:.2f}%)")
         print(line)
     release = "" if vllm.__version__ == "0.33.0" else f"-vllm{vllm.__version__}"
-    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests}-{args.turns}{release}-{stamp}"
+    name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests or 'all'}-{args.turns}{release}-{stamp}"
     receipt = RESULTS / f"{name}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     receipt.write_text(json.dumps({"requests": requests, "turns": args.turns, "vllm": vllm.__version__,

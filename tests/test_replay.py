@@ -246,3 +246,25 @@ def test_extended_turns_start_with_the_earlier_whole_prompt() -> None:
             assert a[:n] != b[:n]  # the earlier prompt's last, partial block differs under "blocks"
     with pytest.raises(ValueError, match="turns"):
         replay.make_requests(trace, 131072, 50_000, "chat")
+
+
+def test_tier_sweep_plans_and_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep runs the corrected store only where it can differ (a layout
+    with a sliding-window layer), takes ``--requests all`` as the whole
+    trace, and refuses a bad count naming the argument."""
+    from benchmarks import tier_sweep
+
+    both = ["stock", "corrected"]
+    assert tier_sweep.stores_for("gemma-3-27b", both) == both
+    assert tier_sweep.stores_for("gpt-oss-120b", both) == both
+    assert tier_sweep.stores_for("llama-3.1-8b", both) == ["stock"]
+    assert tier_sweep.stores_for("qwen3-next-80b", both) == ["stock"]
+    assert tier_sweep.stores_for("llama-3.1-8b", ["corrected"]) == ["corrected"]
+    parser = tier_sweep.argparse.ArgumentParser()
+    assert tier_sweep.parse_requests("all", parser) is None
+    assert tier_sweep.parse_requests("12", parser) == 12
+    for bad in ("0", "-3", "many", ""):
+        with pytest.raises(SystemExit) as exc:
+            tier_sweep.main(["--requests", bad])
+        assert exc.value.code == 2
+        assert "--requests" in capsys.readouterr().err

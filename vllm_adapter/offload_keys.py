@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from vllm_adapter import registry
@@ -38,14 +37,7 @@ _KEPT = "vLLM's own key loop stays"
 _SCHEDULER = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
 
 
-@dataclass
-class _Counters:
-    calls: int = 0
-    answered: int = 0  # every group done here
-    delegated: int = 0  # some or all groups left to vLLM's loop
-
-
-_counters = _Counters()
+_counters = registry.Counters()  # answered: every group done here
 
 
 def install(mode: Mode) -> bool:
@@ -67,14 +59,7 @@ def uninstall() -> None:
 
 
 def status() -> dict[str, Any]:
-    found = registry.state(NAME)
-    return {
-        "installed": found.installed,
-        "reason": found.reason,
-        "calls": _counters.calls,
-        "answered": _counters.answered,
-        "delegated": _counters.delegated,
-    }
+    return registry.status_of(NAME, _counters)
 
 
 def _make_update(original: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -33,7 +33,6 @@ tracker, manager, chunk or key list gets vLLM's own method.
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from vllm_adapter import offload_keys, registry
@@ -46,15 +45,8 @@ PREFIX_NAME = "offload_prefix"
 _KEPT = "vLLM's own offload scan stays"
 
 
-@dataclass
-class _Counters:
-    calls: int = 0  # calls of the replaced method
-    answered: int = 0  # answered by the stride search
-    delegated: int = 0  # answered by vLLM's own scan (manager or input not modelled)
-
-
-_counters = _Counters()
-_prefix_counters = _Counters()
+_counters = registry.Counters()  # answered: by the stride search
+_prefix_counters = registry.Counters()  # answered: by the inline read of the policy's dicts
 
 
 class _Unsupported(Exception):
@@ -106,21 +98,10 @@ def uninstall() -> None:
     registry.uninstall(NAME)
 
 
-def _status_of(name: str, counters: _Counters) -> dict[str, Any]:
-    found = registry.state(name)
-    return {
-        "installed": found.installed,
-        "reason": found.reason,
-        "calls": counters.calls,
-        "answered": counters.answered,
-        "delegated": counters.delegated,
-    }
-
-
 def status() -> dict[str, Any]:
     """The sliding-window lookup's record, with the full-attention one's
     under ``prefix`` and the request keys' under ``keys``."""
-    return dict(_status_of(NAME, _counters), prefix=_status_of(PREFIX_NAME, _prefix_counters),
+    return dict(registry.status_of(NAME, _counters), prefix=registry.status_of(PREFIX_NAME, _prefix_counters),
                 keys=offload_keys.status())
 
 

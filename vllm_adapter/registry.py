@@ -161,8 +161,29 @@ BY_NAME: dict[str, Patch] = {patch.name: patch for patch in PATCHES}
 _states: dict[str, PatchState] = {patch.name: PatchState() for patch in PATCHES}
 
 
+@dataclass
+class Counters:
+    """What a replacing patch did with its calls (``status_of``)."""
+
+    calls: int = 0  # calls of the replaced method
+    answered: int = 0  # answered by the plugin's code
+    delegated: int = 0  # handed to vLLM's own code (an input or object outside the model)
+
+
 def state(name: str) -> PatchState:
     return _states[name]
+
+
+def status_of(name: str, counters: Counters) -> dict[str, Any]:
+    """A replacing patch's ``status()`` record: its state and counts."""
+    found = _states[name]
+    return {
+        "installed": found.installed,
+        "reason": found.reason,
+        "calls": counters.calls,
+        "answered": counters.answered,
+        "delegated": counters.delegated,
+    }
 
 
 def is_installed(name: str) -> bool:
