@@ -414,3 +414,79 @@ def test_prefix_shadow_and_uninstall(prefix_env) -> None:
     vllm_adapter.uninstall()
     assert env.OffloadingConnectorScheduler.__dict__["_maximal_prefix_lookup"] is env.original_prefix
     assert not offload_lookup.status()["prefix"]["installed"]
+
+
+@needs_prefix
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+@pytest.mark.parametrize("capacity", ["roomy", "tight"])
+def test_prefix_lookups_resume_and_stay_vllms(prefix_env, policy: str, capacity: str) -> None:
+    """Requests looked up again and again while vLLM's real manager changes
+    under them (stores offered, completed or failed, loads, touches,
+    evictions once it is full, reset_cache): every answer is vLLM's, and the
+    remembered ready runs are resumed from (a roomy manager is never full,
+    a tight one evicts). Mutants that failed it: resuming after the
+    manager filled, resuming across reset_cache."""
+    env = prefix_env
+    _install("native")
+    rng = random.Random(zlib.crc32(f"resume/{policy}/{capacity}".encode()))
+    shared = [env.make_offload_key(b"shared" + i.to_bytes(26, "big"), 0) for i in range(200)]
+
+    class Req:  # the plugin keys its memory weakly by the request object
+        pass
+
+    group = object()
+    requests = []
+    for r in range(8):
+        own = [env.make_offload_key(r.to_bytes(8, "big") + i.to_bytes(24, "big"), 0)
+               for i in range(rng.randint(40, 300))]
+        requests.append((Req(), shared[:rng.randint(0, 200)] + own))
+    chunks = 4000 if capacity == "roomy" else 300
+    manager = env.CPUOffloadingManager(num_chunks=chunks, cache_policy=policy)
+    scheduler = SimpleNamespace(manager=manager, _events_tracker=_tracker(env))
+    ctx = env.ReqContext(req_id="resume")
+    pending: list[list[object]] = []
+    loading: list[list[object]] = []
+    before = offload_lookup.status()["prefix"]
+    lookups = full_seen = 0
+    for step in range(1500):
+        op = rng.random()
+        req, keys = rng.choice(requests)
+        if op < 0.25:  # a store offered for a stretch of the request's chunks, mostly its next ones
+            lo = rng.randint(0, len(keys) - 1)
+            if rng.random() < 0.7:
+                lo = next((i for i, k in enumerate(keys) if manager.lookup(k, ctx) is env.LookupResult.MISS), lo)
+            out = manager.prepare_store(keys[lo:lo + rng.randint(1, 80)], ctx)
+            if out is not None and out.keys_to_store:
+                pending.append(list(out.keys_to_store))
+        elif op < 0.40 and pending:  # a store job ends, mostly well
+            done = pending.pop(rng.randrange(len(pending)))
+            manager.complete_store(done, ctx, success=rng.random() < 0.9)
+        elif op < 0.47:  # a load of a ready run, later completed
+            ready = [k for k in keys[:rng.randint(1, len(keys))]
+                     if manager.lookup(k, ctx) is env.LookupResult.HIT]
+            if ready:
+                manager.prepare_load(ready, ctx)
+                loading.append(ready)
+        elif op < 0.52 and loading:
+            manager.complete_load(loading.pop(rng.randrange(len(loading))), ctx)
+        elif op < 0.55 and hasattr(manager, "touch"):  # vLLM 0.33.0's manager
+            manager.touch(keys[:rng.randint(1, len(keys))], ctx)
+        elif op < 0.56 and not loading:  # vLLM resets only with no job in flight
+            manager.reset_cache()
+            pending.clear()
+        else:  # the request is looked up again, from its start or a later chunk
+            lo = 0 if rng.random() < 0.7 else rng.randint(0, len(keys) // 2)
+            hi = rng.randint(max(lo, len(keys) - 40), len(keys))
+            ours = env.OffloadingConnectorScheduler._maximal_prefix_lookup(
+                scheduler, keys[lo:hi], ctx, req, group, lo)
+            theirs = env.original_prefix(scheduler, keys[lo:hi], ctx, req, group, lo)
+            assert (ours is None) == (theirs is None) and ours == theirs, (step, ours, theirs)
+            lookups += 1
+        full_seen += manager._num_allocated_chunks == manager._num_chunks
+    after = offload_lookup.status()["prefix"]
+    assert after["answered"] - before["answered"] == lookups
+    resumed = after["resumed"] - before["resumed"]
+    assert (full_seen > 500) == (capacity == "tight"), full_seen
+    if capacity == "roomy":
+        assert resumed > lookups // 4, (resumed, lookups)
+    CASE_COUNTS[f"offload prefix lookup resumed vs vLLM ({policy})"] += lookups

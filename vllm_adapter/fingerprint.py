@@ -150,8 +150,14 @@ OFFLOAD_PREFIX = Binding(
         _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager.lookup"),
         _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy.get"),
         _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy.get"),
-        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus.is_ready"),
+        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus"),
         _src("vllm.v1.kv_offload.base", "LookupResult"),
+        # What a ready chunk's life depends on, whole: the remembered ready
+        # runs (offload_lookup._make_prefix_answer) hold while the manager
+        # is not full and not reset.
+        _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager"),
+        _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy"),
+        _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy"),
     ),
 )
 

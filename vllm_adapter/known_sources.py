@@ -150,10 +150,16 @@ VARIANTS: dict[str, list[dict]] = {
                     "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
                 "ARCCachePolicy.get":
                     "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
-                "ChunkStatus.is_ready":
-                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "ChunkStatus":
+                    "ccef8781ac3b08e590251c6681afaa1cc8cf48c4707e077aff9fb7d232f309ba",
                 "LookupResult":
                     "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+                "CPUOffloadingManager":
+                    "40569ffe270b996ad5e4321e3570c3bdea38af4e16660f84ff4ec3e7a3015c28",
+                "LRUCachePolicy":
+                    "82cff8d626acb6124441afee589ba7298c5490fe0641be4d4c1bc2a954415383",
+                "ARCCachePolicy":
+                    "ae72261a486c6ca3239aa8a5d6d5fe2b6cfce529310509dff8044ec28ac5849d",
             },
         },
         {
@@ -173,10 +179,16 @@ VARIANTS: dict[str, list[dict]] = {
                     "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
                 "ARCCachePolicy.get":
                     "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
-                "ChunkStatus.is_ready":
-                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "ChunkStatus":
+                    "ccef8781ac3b08e590251c6681afaa1cc8cf48c4707e077aff9fb7d232f309ba",
                 "LookupResult":
                     "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+                "CPUOffloadingManager":
+                    "ba52ba006df3d8337c0f5fb22398366f0b86460e137ad9fee5448d31f4162d14",
+                "LRUCachePolicy":
+                    "d605d03b4120e05fcb15f4ad32853f39fc126ce13f9edcafc0762f00d2f31ad2",
+                "ARCCachePolicy":
+                    "c11d70b63e6fd9956ee8aeb82b2293c55cee06372b3ddc62180abe5a56072367",
             },
         },
     ],

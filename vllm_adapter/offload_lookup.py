@@ -47,6 +47,7 @@ _KEPT = "vLLM's own offload scan stays"
 
 _counters = registry.Counters()  # answered: by the stride search
 _prefix_counters = registry.Counters()  # answered: by the inline read of the policy's dicts
+_prefix_resumed = [0]  # of those, lookups read on from a remembered ready run
 
 
 class _Unsupported(Exception):
@@ -101,7 +102,8 @@ def uninstall() -> None:
 def status() -> dict[str, Any]:
     """The sliding-window lookup's record, with the full-attention one's
     under ``prefix`` and the request keys' under ``keys``."""
-    return dict(registry.status_of(NAME, _counters), prefix=registry.status_of(PREFIX_NAME, _prefix_counters),
+    prefix = dict(registry.status_of(PREFIX_NAME, _prefix_counters), resumed=_prefix_resumed[0])
+    return dict(registry.status_of(NAME, _counters), prefix=prefix,
                 keys=offload_keys.status())
 
 
@@ -222,21 +224,60 @@ def _shadow(ours: Callable[..., Any], original: Callable[..., Any],
     return _sliding_window_lookup
 
 
-def _make_prefix_answer() -> Callable[[Any, Any], Any]:
-    """``answer(scheduler, keys)``: what vLLM's ``_maximal_prefix_lookup``
-    returns, read inline, or NotImplemented where the inline read is not
-    known to equal it (then nothing was read that vLLM would not read)."""
+# A lookup this long or longer resumes from the request's remembered ready
+# run (below it, the remembering costs more than the chunks it skips).
+RESUME_MIN_CHUNKS = 32
+
+
+def _make_prefix_answer() -> Callable[..., Any]:
+    """``answer(scheduler, keys, req, group_config, start_chunk_idx)``: what
+    vLLM's ``_maximal_prefix_lookup`` returns, read inline, or
+    NotImplemented where the inline read is not known to equal it (then
+    nothing was read that vLLM would not read).
+
+    A request that waits is looked up again every step, and the inline read
+    would re-read its whole cached run each time. So the leading run of
+    *ready* chunks it found is remembered per request, group and start, with
+    the manager's cache generation, and a later lookup reads on from there
+    while the remembered run is sure to be unchanged: the same manager and
+    generation (``reset_cache`` bumps it), and the manager never full since
+    (``_num_allocated_chunks < _num_chunks``). That holds because in the
+    fingerprinted sources a ready chunk leaves the policy only by ``evict``
+    (``prepare_store`` evicts only when the offer outgrows the free chunks,
+    and then allocates every fresh chunk, so the manager stays full until
+    ``reset_cache``) or ``clear``; ``remove`` takes only a pending chunk (a
+    failed store); ``insert`` is called only for an absent key; and a ready
+    chunk's ``ref_cnt`` stays >= 0 (loads add and take back one). Each of
+    those methods must be vLLM's own on the class and not shadowed on the
+    object, or nothing is remembered or resumed. The remembered runs are
+    weakly keyed by the request, so they leave with it."""
+    import weakref
+
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.events import (
         OffloadingEventsTracker,
     )
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
     from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
     from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
+    from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
 
     pure_manager = _pure_manager_check()
     record_fn = OffloadingEventsTracker.__dict__["record_lookup"]
     plain_maps = (dict, OrderedDict)
     # ARC's ``t1.get(key) or t2.get(key)`` is ``is None`` only while chunks are truthy.
     truthy_chunks = not (hasattr(ChunkStatus, "__bool__") or hasattr(ChunkStatus, "__len__"))
+    # What can take a ready chunk away or make it pending: vLLM's own, as fingerprinted.
+    manager_writers = tuple((name, CPUOffloadingManager.__dict__[name]) for name in (
+        "prepare_store", "complete_store", "prepare_load", "_prepare_load", "complete_load", "touch",
+        "reset_cache", "_allocate_chunks", "_get_num_free_chunks", "_free_chunk")
+        if name in CPUOffloadingManager.__dict__)
+    policy_writers = {
+        cls: tuple((name, cls.__dict__[name]) for name in (
+            "insert", "remove", "evict", "clear", "touch", "on_request_finished") if name in cls.__dict__)
+        for cls in (LRUCachePolicy, ARCCachePolicy)
+    }
+    runs: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], tuple[Any, int, int, Any]]] = (
+        weakref.WeakKeyDictionary())
 
     def quiet(tracker: Any) -> bool:
         """vLLM's own tracker, whose ``record_lookup`` returns at once."""
@@ -247,7 +288,24 @@ def _make_prefix_answer() -> Callable[[Any, Any], Any]:
             and not tracker.self_describing_enabled
         )
 
-    def answer(scheduler: Any, keys: Any) -> Any:
+    def unchanged_since(manager: Any, policy: Any) -> int | None:
+        """The manager's cache generation if a ready run it holds now stays
+        ready until it is next full or reset (None if that is not sure)."""
+        if not manager._num_allocated_chunks < manager._num_chunks:
+            return None
+        cls = type(manager)
+        for name, fn in manager_writers:
+            if cls.__dict__.get(name) is not fn or name in vars(manager):
+                return None
+        pcls = type(policy)
+        for name, fn in policy_writers[pcls]:
+            if pcls.__dict__.get(name) is not fn or name in vars(policy):
+                return None
+        generation = manager._cache_generation
+        return generation if type(generation) is int else None
+
+    def answer(scheduler: Any, keys: Any, req: Any = None, group_config: Any = None,
+               start_chunk_idx: Any = 0) -> Any:
         manager = scheduler.manager
         if (not truthy_chunks or type(keys) is not list or not pure_manager(manager)
                 or not quiet(scheduler._events_tracker)):
@@ -259,11 +317,32 @@ def _make_prefix_answer() -> Callable[[Any, Any], Any]:
             maps = (policy.chunks,)
         if any(type(m) not in plain_maps for m in maps):
             return NotImplemented
+        # Resume from the request's remembered ready run where it is sure to hold.
+        generation = None
+        mine = None
+        slot = None
+        start = 0
+        if len(keys) >= RESUME_MIN_CHUNKS and req is not None and type(start_chunk_idx) is int:
+            generation = unchanged_since(manager, policy)
+            if generation is not None:
+                try:
+                    mine = runs.get(req)
+                except TypeError:  # not weakly referable: nothing remembered
+                    generation = None
+                slot = (id(group_config), start_chunk_idx)
+                if mine is not None:
+                    held = mine.get(slot)
+                    if held is not None:
+                        held_manager, held_generation, run, last_key = held
+                        if (held_manager is manager and held_generation == generation
+                                and 0 < run <= len(keys) and keys[run - 1] == last_key):
+                            start = run
+                            _prefix_resumed[0] += 1
         first = maps[0].get
         second = maps[1].get if len(maps) == 2 else None
-        count = 0
-        ready = True
-        for key in keys:
+        count = start
+        ready_run = -1  # the leading ready chunks (-1: all counted so far)
+        for key in keys[start:] if start else keys:
             chunk = first(key)
             if chunk is None and second is not None:
                 chunk = second(key)
@@ -271,10 +350,16 @@ def _make_prefix_answer() -> Callable[[Any, Any], Any]:
                 break
             if type(chunk) is not ChunkStatus:
                 return NotImplemented
-            if chunk.ref_cnt < 0:  # not is_ready: HIT_PENDING
-                ready = False
+            if chunk.ref_cnt < 0 and ready_run < 0:  # not is_ready: HIT_PENDING
+                ready_run = count
             count += 1
-        return count if ready else None
+        if ready_run < 0:
+            ready_run = count
+        if generation is not None and ready_run > 0:
+            if mine is None:
+                mine = runs.setdefault(req, {})
+            mine[slot] = (manager, generation, ready_run, keys[ready_run - 1])
+        return count if ready_run == count else None
 
     return answer
 
@@ -287,7 +372,7 @@ def _prefix_lookup(answer: Callable[[Any, Any], Any], original: Callable[..., An
                                group_config: Any, start_chunk_idx: int) -> int | None:
         _prefix_counters.calls += 1
         try:
-            found = answer(self, keys)
+            found = answer(self, keys, req, group_config, start_chunk_idx)
         except Exception as exc:  # a failure of ours: vLLM's own scan answers
             on_error(exc)
             found = NotImplemented
@@ -312,7 +397,7 @@ def _prefix_shadow(answer: Callable[[Any, Any], Any], original: Callable[..., An
                                group_config: Any, start_chunk_idx: int) -> int | None:
         theirs = original(self, keys, req_context, req, group_config, start_chunk_idx)
         try:
-            mine = answer(self, keys)
+            mine = answer(self, keys, req, group_config, start_chunk_idx)
         except Exception as exc:  # a crash in ours must not hurt serving
             mine = exc
         if mine is not NotImplemented:
