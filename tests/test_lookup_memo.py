@@ -433,3 +433,23 @@ def test_a_replaced_suffix_of_other_hashes_is_not_answered_from_memory(monkeypat
             vllm_adapter.uninstall()
             assert run() > 0, f"a memory without its {part} check survived"
         vllm_adapter.uninstall()
+
+
+def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
+    """Issue 44: after uninstall no coordinator keeps a memory and no pool
+    map keeps the memory's watching insert and pop."""
+    from vllm_adapter import lookup_memo
+
+    [work] = run_workloads(seed=4, steps=0, scenarios=[SCENARIOS[0]])
+    work.callers_change_lists = False
+    block_map = work.manager.block_pool.cached_block_hash_to_block
+    work.new_request()
+    request = work.waiting[0]
+    work.lookup(request)
+    work.lookup(request)
+    coordinator = work.manager.coordinator
+    assert "insert" in vars(block_map) and lookup_memo.MEMO_ATTR in vars(coordinator)
+    vllm_adapter.uninstall()
+    assert "insert" not in vars(block_map) and "pop" not in vars(block_map)
+    assert lookup_memo.MEMO_ATTR not in vars(coordinator)
+    assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]

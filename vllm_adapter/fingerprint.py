@@ -24,7 +24,7 @@ scripts/fingerprint_releases.py's list and regenerate known_sources.py.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,14 @@ from vllm_adapter.source_tree import file_digests, object_digest
 @dataclass(frozen=True)
 class Source:
     """One replicated vLLM definition: where it lives and the name the
-    tables use for it."""
+    tables use for it. ``called``: the patch only calls it through the
+    class's attribute, at call time, so a wrapper put there by other code
+    is honoured and does not make the patch step aside."""
 
     name: str
     module: str
     qualname: str
+    called: bool = False
 
     def resolve(self) -> Any:
         """The live object (imports its module)."""
@@ -71,8 +74,8 @@ _OFFLOAD_EVENTS = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.event
 _OFFLOAD_CONFIG = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.config"
 
 
-def _src(module: str, qualname: str) -> Source:
-    return Source(qualname, module, qualname)
+def _src(module: str, qualname: str, called: bool = False) -> Source:
+    return Source(qualname, module, qualname, called)
 
 
 SLIDING_WINDOW = Binding(
@@ -81,7 +84,7 @@ SLIDING_WINDOW = Binding(
     (
         _src(_SWA, "SlidingWindowManager.find_longest_cache_hit"),
         _src(_SWA, "SlidingWindowManager._contiguous_blocks_for_hit"),
-        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_POOL, "BlockPool.get_cached_block", called=True),
         _src(_UTILS, "resolve_block_hashes"),
         _src(_MATH, "cdiv"),
     ),
@@ -111,7 +114,7 @@ FULL_ATTENTION = Binding(
     "FullAttentionManager.find_longest_cache_hit, modelled by pyspec/full.py",
     (
         _src(_SWA, "FullAttentionManager.find_longest_cache_hit"),
-        _src(_POOL, "BlockPool.get_cached_block"),
+        _src(_POOL, "BlockPool.get_cached_block", called=True),
         _src(_UTILS, "resolve_block_hashes"),
         _src(_UTILS, "BlockHashListWithBlockSize.__init__"),
         _src(_UTILS, "BlockHashListWithBlockSize.__iter__"),
@@ -253,13 +256,93 @@ BINDINGS: tuple[Binding, ...] = (
 )
 
 
+# The plugin's own replacements, each with the object it replaced
+# (registry.bind and registry.uninstall keep this): a source the plugin has
+# replaced is read through to vLLM's object.
+_ours: dict[int, tuple[Any, Any]] = {}
+
+
+def own(value: Any, replaced: Any) -> None:
+    """``value`` is the plugin's, put where ``replaced`` was."""
+    _ours[id(value)] = (value, replaced)
+
+
+def disown(value: Any) -> None:
+    entry = _ours.get(id(value))
+    if entry is not None and entry[0] is value:
+        del _ours[id(value)]
+
+
+def _through_ours(obj: Any) -> Any:
+    """``obj``, or what the plugin's own replacement ``obj`` replaced."""
+    for _ in range(16):
+        entry = _ours.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            break
+        obj = entry[1]
+    return obj
+
+
+def _vllm_dir() -> str:
+    import os
+
+    import vllm
+
+    return os.path.realpath(os.path.dirname(vllm.__file__)) + os.sep
+
+
+def foreign_owner(obj: Any) -> str | None:
+    """Who put ``obj`` (a source's live object, the plugin's own read
+    through) where vLLM defines it, when that is not vLLM: the file of a
+    wrapper or replacement defined outside vLLM's package, or the type of a
+    callable object that is not vLLM's. None for vLLM's own object."""
+    import os
+
+    fn = _through_ours(obj)
+    if isinstance(fn, (classmethod, staticmethod)):
+        fn = fn.__func__
+    if isinstance(fn, property):
+        fn = fn.fget
+    if isinstance(fn, type):
+        return None
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        module = getattr(type(fn), "__module__", "") or ""
+        return None if module.split(".")[0] == "vllm" else f"{module}.{type(fn).__qualname__}"
+    if os.path.realpath(code.co_filename).startswith(_vllm_dir()):
+        return None
+    return code.co_filename
+
+
+def foreign_sources(binding: Binding) -> dict[str, str]:
+    """The sources of ``binding`` that other code has replaced or wrapped
+    (a source marked ``called`` is honoured through its attribute and never
+    listed), with whose they are now (``foreign_owner``)."""
+    foreign: dict[str, str] = {}
+    for source in binding.sources:
+        if source.called:
+            continue
+        try:
+            owner = foreign_owner(source.resolve())
+        except Exception:  # moved or renamed: the digests say it
+            continue
+        if owner is not None:
+            foreign[source.name] = owner
+    return foreign
+
+
 def installed_digests(binding: Binding) -> dict[str, str | None]:
     """Each source's fingerprint in the installed vLLM (None where it
-    cannot be found or read)."""
+    cannot be found or read, or where other code has replaced or wrapped
+    it: ``foreign_sources``), the plugin's own replacements read through."""
+    foreign = foreign_sources(binding)
     digests: dict[str, str | None] = {}
     for source in binding.sources:
+        if source.name in foreign:
+            digests[source.name] = None
+            continue
         try:
-            digests[source.name] = object_digest(source.resolve())
+            digests[source.name] = object_digest(_through_ours(source.resolve()))
         except Exception:  # moved, renamed, or no source: not the known code
             digests[source.name] = None
     return digests
@@ -301,6 +384,8 @@ class Match:
     semantics: str = ""
     changed: tuple[str, ...] = ()
     digests: dict[str, str | None] = field(default_factory=dict)
+    # Sources other code has replaced or wrapped, with whose they are now.
+    foreign: tuple[tuple[str, str], ...] = ()
 
     @property
     def known(self) -> bool:
@@ -310,7 +395,13 @@ class Match:
         """One line for the log."""
         if self.known:
             return f"{self.binding}: known code (as in vLLM {', '.join(self.releases)})"
+        if self.foreign:
+            return f"{self.binding}: {self.replaced_by()}"
         return f"{self.binding}: unknown code, changed: {', '.join(self.changed) or '?'}"
+
+    def replaced_by(self) -> str:
+        """The sources other code has replaced or wrapped, and by whom."""
+        return "; ".join(f"{name} is replaced or wrapped by {owner}" for name, owner in self.foreign)
 
 
 def match(binding: Binding, digests: dict[str, str | None]) -> Match:
@@ -333,8 +424,13 @@ def match(binding: Binding, digests: dict[str, str | None]) -> Match:
 
 
 def check(binding: Binding) -> Match:
-    """The installed vLLM against the known variants of ``binding``."""
-    return match(binding, installed_digests(binding))
+    """The installed vLLM against the known variants of ``binding``; a
+    source that other code has replaced or wrapped is not the known code."""
+    found = match(binding, installed_digests(binding))
+    foreign = foreign_sources(binding)
+    if foreign:
+        found = replace(found, foreign=tuple(sorted(foreign.items())))
+    return found
 
 
 def installed_version() -> str:

@@ -46,6 +46,7 @@ vLLM's caller may change the lists it gets.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -100,6 +101,9 @@ def copy_result(result: tuple) -> tuple:
     the same objects)."""
     blocks = result[0]
     return (tuple([list(group) for group in blocks]),) + tuple(result[1:])
+
+
+MEMO_ATTR = "_swa_prefix_cache_memo"  # a coordinator's memory, on the coordinator
 
 
 class LookupMemo:
@@ -226,15 +230,37 @@ def pools_of(coordinator: Any) -> list[Any]:
     return pools
 
 
+# Every coordinator's memory, so that uninstall takes them all away
+# (``release_all``); weak, so a coordinator's memory still leaves with it.
+_live: weakref.WeakKeyDictionary[Any, LookupMemo] = weakref.WeakKeyDictionary()
+
+
+def release_all() -> int:
+    """Drop every coordinator's memory: its answers, its watch on the
+    pools' maps and the attribute on the coordinator (the patch's
+    uninstall). How many there were."""
+    memos = list(_live.items())
+    _live.clear()
+    for coordinator, memo in memos:
+        memo.forget()
+        if vars(coordinator).get(MEMO_ATTR) is memo:
+            del vars(coordinator)[MEMO_ATTR]
+    return len(memos)
+
+
 def make_memoized(original: Callable[..., tuple], stats: MemoStats) -> Callable[..., tuple]:
     """A coordinator method answering like ``original`` (vLLM's
     ``find_longest_cache_hit``, a plain function), from memory when it can."""
 
     def find_longest_cache_hit(self: Any, block_hashes: list, max_cache_hit_length: int) -> tuple:
-        memo = self.__dict__.get("_swa_prefix_cache_memo")
+        memo = self.__dict__.get(MEMO_ATTR)
         if memo is None:
             memo = LookupMemo(pools_of(self), stats)
-            self._swa_prefix_cache_memo = memo
+            setattr(self, MEMO_ATTR, memo)
+            try:
+                _live[self] = memo
+            except TypeError:  # a coordinator without weak references: not released by uninstall
+                pass
         return memo.lookup(original, self, block_hashes, max_cache_hit_length)
 
     find_longest_cache_hit.__doc__ = (

@@ -321,7 +321,7 @@ def _install_timer() -> bool:
 def uninstall() -> None:
     """Put vLLM's own methods back, every patch in the registry (the
     data-parallel routers' sockets closed). Safe to call when not installed."""
-    from vllm_adapter import dp_routing
+    from vllm_adapter import dp_routing, lookup_memo
 
     dp_routing.uninstall()
     with registry.lock:
@@ -330,6 +330,7 @@ def uninstall() -> None:
         _state.full_counted = None
         for patch in reversed(registry.PATCHES):
             registry.uninstall(patch.name)
+        lookup_memo.release_all()  # the memories' watches on the pools' maps go too
 
 
 def is_installed() -> bool:

@@ -87,6 +87,7 @@ class PatchState:
     installed: bool = False
     reason: str = ""  # why it is not installed ("" when it is, or never tried)
     originals: tuple[Any, ...] = ()  # vLLM's attributes it replaced, as in ``binds``
+    bound: tuple[Any, ...] = ()  # what it put in their place
 
 
 _SWA = "vllm.v1.core.single_type_kv_cache_manager"
@@ -214,9 +215,12 @@ def bind(name: str, *values: Any) -> None:
         owners = [target.owner_class() for target in patch.binds]
         if not found.installed:
             found.originals = tuple(target.current() for target in patch.binds)
-        for owner, target, value in zip(owners, patch.binds, values):
+        for value in found.bound:
+            fingerprint.disown(value)
+        for owner, target, value, replaced in zip(owners, patch.binds, values, found.originals):
             setattr(owner, target.attr, value)
-        found.installed, found.reason = True, ""
+            fingerprint.own(value, replaced)
+        found.installed, found.reason, found.bound = True, "", tuple(values)
 
 
 def refuse(name: str, reason: str, kept: str = "", level: int = logging.INFO) -> bool:
@@ -244,6 +248,13 @@ def install(name: str, build: Callable[[fingerprint.Match, tuple[Any, ...]], tup
             return True
         try:
             found = fingerprint.check(patch.binding) if found is None else found
+            if found.foreign:  # another plugin's or a profiler's: keep it, and vLLM's code under it
+                return refuse(
+                    name,
+                    f"DEGRADED: the {patch.label} steps aside in vLLM {fingerprint.installed_version()}: "
+                    f"{found.replaced_by()}",
+                    kept, logging.WARNING,
+                )
             if not found.known:
                 return refuse(
                     name,
@@ -259,19 +270,31 @@ def install(name: str, build: Callable[[fingerprint.Match, tuple[Any, ...]], tup
 
 
 def uninstall(name: str) -> bool:
-    """Put vLLM's attributes back; whether the patch was installed. The
-    reason a refused patch gave stays."""
+    """Put vLLM's attributes back where the patch's own object is still the
+    one in place; where other code has since replaced or wrapped it, leave
+    that code in place and say so (the reason records it). Whether the
+    patch was installed. The reason a refused patch gave stays."""
     patch = BY_NAME[name]
     with lock:
         found = _states[name]
         if not found.installed:
             return False
-        for target, value in zip(patch.binds, found.originals):
+        left = []
+        for target, value, mine in zip(patch.binds, found.originals, found.bound):
+            owner = target.owner_class()
+            fingerprint.disown(mine)
+            now = target.current()
+            if now is not mine:
+                left.append(f"{target.name} (now {fingerprint.foreign_owner(now) or 'not the plugin'})")
+                continue
             if value is ABSENT:
-                delattr(target.owner_class(), target.attr)
+                delattr(owner, target.attr)
             else:
-                setattr(target.owner_class(), target.attr, value)
-        found.installed, found.originals = False, ()
+                setattr(owner, target.attr, value)
+        found.installed, found.originals, found.bound = False, (), ()
+        if left:
+            found.reason = f"uninstalled; left in place, replaced after install by other code: {', '.join(left)}"
+            logger.warning("swa-prefix-cache: %s: %s", patch.name, found.reason)
         return True
 
 

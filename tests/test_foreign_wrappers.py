@@ -1,0 +1,170 @@
+"""Exact beside other code that patches vLLM (issue 44): a "never reuse"
+policy or a profiler that wraps one of the functions a patch reads or
+replaces, before or after the plugin installs, on vLLM's real classes.
+The plugin's answers must be vLLM-with-the-wrapper's, the wrapper must keep
+its calls, and uninstall must never remove a wrapper it did not set."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import torch
+from vllm.v1.core.block_pool import BlockPool
+from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
+from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm_support import build_planted_cache, make_spec, unpatched  # noqa: F401 (autouse fixture)
+
+import vllm_adapter
+from vllm_adapter import Mode, registry
+
+ORIGINAL_PROBE = BlockPool.__dict__["get_cached_block"]
+ORIGINAL_SWA = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+
+
+@contextmanager
+def wrapped(owner: type, attr: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    """``owner.attr`` replaced by ``make(current)`` for the duration, then
+    put back as it was (whatever the plugin did in between)."""
+    before = owner.__dict__[attr]
+    setattr(owner, attr, make(before))
+    try:
+        yield
+    finally:
+        vllm_adapter.uninstall()
+        setattr(owner, attr, before)
+
+
+def never_reuse(probe: Any) -> Any:
+    """Another plugin's policy: no cached block is ever reused."""
+
+    @functools.wraps(probe)
+    def get_cached_block(self: Any, block_hash: Any, kv_cache_group_ids: Any) -> Any:
+        return None
+
+    return get_cached_block
+
+
+def counting(calls: list[int]) -> Callable[[Any], Any]:
+    """A profiler: counts the calls of a classmethod, then calls it."""
+
+    def make(method: Any) -> Any:
+        inner = method.__func__
+
+        @functools.wraps(inner)
+        def find_longest_cache_hit(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return inner(cls, *args, **kwargs)
+
+        return classmethod(find_longest_cache_hit)
+
+    return make
+
+
+def _lookups(cache: Any, block_size: int = 4) -> tuple[Any, Any]:
+    """A sliding-window and a full-attention lookup over ``cache``, through
+    whatever the classes hold now."""
+    swa = SlidingWindowManager.find_longest_cache_hit(
+        block_hashes=cache.block_hashes, max_length=8 * block_size, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool, kv_cache_spec=make_spec(block_size, 2 * block_size + 1),
+        drop_eagle_block=False, alignment_tokens=block_size,
+    )
+    full = FullAttentionManager.find_longest_cache_hit(
+        block_hashes=cache.block_hashes, max_length=8 * block_size, kv_cache_group_ids=[0],
+        block_pool=cache.block_pool,
+        kv_cache_spec=FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32),
+        drop_eagle_block=False, alignment_tokens=block_size,
+    )
+    return swa, full
+
+
+def _hit_blocks(answer: Any) -> list[int]:
+    """The blocks each group hit (vLLM returns the lists, then the hit's tokens)."""
+    lists, _hit_tokens = answer
+    return [len(blocks) for blocks in lists]
+
+
+def test_a_wrapped_probe_before_install_is_honoured() -> None:
+    """A "never reuse" wrapper of BlockPool.get_cached_block put in place
+    before the plugin: the inline pool read and the lookup memory step
+    aside naming the wrapper's file, the lookups still run ours but probe
+    through the wrapper, and every answer is vLLM-with-the-wrapper's (no
+    hit), where without the wrapper both lookups hit 8 blocks."""
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    assert _hit_blocks(_lookups(cache)[0]) == [8]
+    with wrapped(BlockPool, "get_cached_block", never_reuse):
+        theirs = _lookups(cache)
+        assert vllm_adapter.install(Mode.ON)
+        assert registry.is_installed("sliding_window")
+        for name in ("pool_read", "lookup_memo"):
+            reason = registry.state(name).reason
+            assert not registry.is_installed(name) and "DEGRADED" in reason, (name, reason)
+            assert "BlockPool.get_cached_block is replaced or wrapped by" in reason
+            assert __file__ in reason
+        assert vllm_adapter.status()["paths"]["sliding_window"]["probes"] == "get_cached_block"
+        ours = _lookups(cache)
+        assert [_hit_blocks(a) for a in ours] == [_hit_blocks(a) for a in theirs] == [[0], [0]]
+    vllm_adapter.install(Mode.ON)
+    assert [_hit_blocks(a) for a in _lookups(cache)] == [[8], [8]]
+
+
+def test_a_wrapped_probe_after_install_is_honoured() -> None:
+    """The same wrapper put in place after the plugin installed: the
+    per-call identity check of the probe sees it, and the answers are the
+    wrapper's."""
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    assert vllm_adapter.install(Mode.ON)
+    assert [_hit_blocks(a) for a in _lookups(cache)] == [[8], [8]]
+    with wrapped(BlockPool, "get_cached_block", never_reuse):
+        assert [_hit_blocks(a) for a in _lookups(cache)] == [[0], [0]]
+
+
+def test_a_profiler_before_install_keeps_its_calls() -> None:
+    """A counting wrapper of SlidingWindowManager.find_longest_cache_hit
+    put in place before the plugin: the sliding-window patch steps aside
+    (DEGRADED, naming the file), the profiler counts every lookup, and the
+    answers are vLLM's."""
+    calls: list[int] = []
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    with wrapped(SlidingWindowManager, "find_longest_cache_hit", counting(calls)):
+        profiler = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+        vllm_adapter.install(Mode.ON)
+        reason = registry.state("sliding_window").reason
+        assert not registry.is_installed("sliding_window") and "DEGRADED" in reason and __file__ in reason
+        assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is profiler
+        for _ in range(5):
+            assert _hit_blocks(_lookups(cache)[0]) == [8]
+        assert len(calls) == 5
+
+
+def test_a_profiler_after_install_is_left_in_place_by_uninstall(caplog: pytest.LogCaptureFixture) -> None:
+    """A counting wrapper put around the plugin's installed lookup: it
+    counts the calls, and uninstall leaves it (and says so) instead of
+    writing vLLM's method over it; installing again is refused while it
+    sits there, and once it is gone the cycle is clean."""
+    calls: list[int] = []
+    cache = build_planted_cache({0: [True] * 8}, 4)
+    assert vllm_adapter.install(Mode.ON)
+    ours = SlidingWindowManager.__dict__["find_longest_cache_hit"]
+    profiler = counting(calls)(ours)
+    SlidingWindowManager.find_longest_cache_hit = profiler
+    try:
+        assert _hit_blocks(_lookups(cache)[0]) == [8] and len(calls) == 1
+        with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+            vllm_adapter.uninstall()
+        assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is profiler
+        reason = registry.state("sliding_window").reason
+        assert "left in place" in reason and __file__ in reason
+        assert any("left in place" in r.getMessage() for r in caplog.records)
+    finally:
+        SlidingWindowManager.find_longest_cache_hit = ORIGINAL_SWA
+    for _ in range(3):  # clean install/uninstall cycles restore vLLM's own objects
+        assert vllm_adapter.install(Mode.ON)
+        assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is not ORIGINAL_SWA
+        vllm_adapter.uninstall()
+        assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL_SWA
+        assert BlockPool.__dict__["get_cached_block"] is ORIGINAL_PROBE
