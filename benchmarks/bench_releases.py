@@ -130,6 +130,7 @@ class Worker:
         from benchmarks import bench_vllm  # noqa: F401 - sets the platform env before vLLM loads
         from benchmarks.harness import BS, capture_impls
         from benchmarks.swa_cells import Hashes
+        from pyspec import settings
 
         import vllm
 
@@ -137,7 +138,7 @@ class Worker:
         self.bs = BS
         self.version = vllm.__version__
         impls = capture_impls()
-        if os.environ.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1" and impls.backend != "native":
+        if settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False) and impls.backend != "native":
             raise SystemExit(f"SWA_PREFIX_CACHE_STRICT_NATIVE=1 but ours runs on the {impls.backend} "
                              f"core on vLLM {self.version}: {impls.native_error or impls.other_error}")
         self.impls = replace(impls, table={k: impls.table[k] for k in ("vllm", "ours")},

@@ -60,6 +60,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks import report  # noqa: E402
+from pyspec import settings  # noqa: E402
 from benchmarks.cost_model import COST_SIZES, cost_model  # noqa: E402
 from benchmarks.full_attention_rows import FINE_TOKENS, FULL_BLOCKS, full_bench  # noqa: E402
 from benchmarks.harness import BS, Impls, capture_impls  # noqa: E402
@@ -178,7 +179,7 @@ def main() -> int:
               "measuring the python core as ours")
     if impls.other is None:
         print(f"no other column: {impls.other_error}")
-    if os.environ.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1" and "native" not in (impls.backend, impls.other):
+    if settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False) and "native" not in (impls.backend, impls.other):
         print("SWA_PREFIX_CACHE_STRICT_NATIVE=1 but the native core is measured in neither column "
               f"({impls.other_error or 'extension unavailable'})")
         return 1

@@ -57,7 +57,7 @@ def load() -> ModuleType | None:
             _why = f"{settings.get(PATH_ENV) or MODULE} cannot be loaded ({exc})"
             logger.warning("kv_index: the native core %s; scoring with the pure-Python "
                            "reference (pyspec: same answers, slower)", _why)
-    if _module is None and settings.get(REQUIRE_ENV) == "1":
+    if _module is None and settings.read_bool(REQUIRE_ENV, False):
         raise NativeUnavailable(f"kv_index: the native core {_why} ({REQUIRE_ENV}=1)")
     return _module
 

@@ -15,7 +15,6 @@ parses it and keeps its own answer to a bad value (config.py's readers
 raise ``ValueError`` naming the variable).
 """
 
-import difflib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -132,12 +131,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         name="SWA_PREFIX_CACHE_STRICT_NATIVE",
-        allowed="1, 0",
+        allowed="1/0, true/false, yes/no, on/off",
         default="0",
-        readers=("kv_index.native.load",),
+        readers=("kv_index.native.load", "pyspec.settings.read_bool"),
         meaning="1: a native core that cannot be loaded is an error, not a fallback to the "
                 "Python core (tests, benchmarks)",
-        choices=("0", "1"),
         old_names=(OldName("PREFIX_CACHE_REQUIRE_NATIVE"),),
     ),
     Setting(
@@ -182,6 +180,41 @@ def _warn_once(key: str, message: str, *args: object) -> None:
     logger.warning(message, *args)
 
 
+# A value is shown in a message or the log up to this many characters.
+SHOWN_CHARS = 80
+
+TRUE_SPELLINGS = ("1", "true", "yes", "on")
+FALSE_SPELLINGS = ("0", "false", "no", "off")
+
+
+def shown(value: str) -> str:
+    """``value`` as a message quotes it: repr'd, cut to ``SHOWN_CHARS``
+    characters with its length said (a setting can be any size)."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value):,} characters)"
+
+
+def _short(value: str) -> str:
+    """``value`` as the table shows it: whole when short, else ``shown``."""
+    return value if len(value) <= SHOWN_CHARS else shown(value)
+
+
+def read_bool(name: str, default: bool, environ: Environ | None = None) -> bool:
+    """A boolean setting: 1/0, true/false, yes/no or on/off, case and
+    surrounding spaces ignored; unset is ``default``. Anything else raises
+    ``ValueError`` naming the variable."""
+    raw = get(name, environ)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_SPELLINGS:
+        return True
+    if word in FALSE_SPELLINGS:
+        return False
+    raise ValueError(f"{name} must be one of 1/0, true/false, yes/no, on/off, got {shown(raw)}")
+
+
 def get(name: str, environ: Environ | None = None) -> str | None:
     """The raw value of setting ``name`` (None when unset), read under its
     name, else under a former name (warned about once per process)."""
@@ -200,8 +233,9 @@ def get(name: str, environ: Environ | None = None) -> str | None:
                        "read, set %s instead", old.name, name, name)
             value = meant
         elif meant is not None and meant != value:
-            _warn_once(old.name, "swa-prefix-cache: %s=%r and %s=%r are both set; %s wins "
-                       "(%s is its former name)", name, value, old.name, raw, name, old.name)
+            _warn_once(old.name, "swa-prefix-cache: %s=%s and %s=%s are both set; %s wins "
+                       "(%s is its former name)", name, shown(value), old.name, shown(raw), name,
+                       old.name)
         else:
             _warn_once(old.name, "swa-prefix-cache: %s is a former name of %s (both set); "
                        "unset %s", old.name, name, old.name)
@@ -216,15 +250,40 @@ def unknown(environ: Environ | None = None) -> list[str]:
                   if key.startswith(PREFIX) and key not in BY_NAME and key not in OLD_NAMES)
 
 
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def near_miss(name: str) -> str | None:
+    """The setting (or former name) ``name`` is at most two edits from,
+    the nearest; None if none is."""
+    best = min(list(BY_NAME) + list(OLD_NAMES), key=lambda known: _edits(name, known))
+    return best if _edits(name, best) <= 2 else None
+
+
+def unknown_said(environ: Environ | None = None) -> list[str]:
+    """One line per unknown ``SWA_PREFIX_CACHE_*`` variable, naming the
+    setting it is a near miss of (at most two edits away), if any."""
+    lines = []
+    for key in unknown(environ):
+        close = near_miss(key)
+        hint = f"; did you mean {close}?" if close else ""
+        lines.append(f"{key} is not a setting and is ignored{hint}")
+    return lines
+
+
 def warn_unknown(environ: Environ | None = None) -> list[str]:
     """Warn, once per process per name, about each unknown
-    ``SWA_PREFIX_CACHE_*`` variable, with the closest setting's name."""
+    ``SWA_PREFIX_CACHE_*`` variable, with the setting it is a near miss of."""
     names = unknown(environ)
-    for key in names:
-        close = difflib.get_close_matches(key, list(BY_NAME), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        _warn_once(key, "swa-prefix-cache: %s is not a setting and is ignored%s "
-                   "(python -m vllm_adapter settings lists them)", key, hint)
+    for key, line in zip(names, unknown_said(environ)):
+        _warn_once(key, "swa-prefix-cache: %s (python -m vllm_adapter settings lists them)", line)
     return names
 
 
@@ -236,16 +295,22 @@ def table(environ: Environ | None = None) -> list[dict[str, str]]:
     for setting in SETTINGS:
         value = env.get(setting.name)
         source = setting.name if value is not None else ""
+        ignored = []
         for old in setting.old_names:
             raw = env.get(old.name)
-            if value is None and raw is not None:
-                meant = old.translate(raw) if old.translate is not None else raw
-                if meant is not None:
-                    value, source = meant, old.name
-        shown = "(unset)" if value is None else value
+            if raw is None:
+                continue
+            meant = old.translate(raw) if old.translate is not None else raw
+            if value is None and meant is not None:
+                value, source = meant, old.name
+            else:
+                ignored.append(f"{old.name}={_short(raw)}")
+        said = "(unset)" if value is None else _short(value)
         if source and source != setting.name:
-            shown += f" (from {source})"
-        rows.append({"name": setting.name, "value": shown, "allowed": setting.allowed,
+            said += f" (from {source})"
+        if ignored:
+            said += f" (also set, ignored: {', '.join(ignored)})"
+        rows.append({"name": setting.name, "value": said, "allowed": setting.allowed,
                      "default": setting.default, "meaning": setting.meaning})
     return rows
 

@@ -23,7 +23,7 @@ def require_native() -> None:
     if native.is_available():
         return
     message = f"native library unavailable at {native.library_path()}"
-    if swa_settings.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1":
+    if swa_settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False):
         pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
     pytest.skip(message + "; run `make lib`")
 
@@ -42,7 +42,7 @@ def require_hotpath() -> None:
         hotpath.load()
     except hotpath.HotPathUnavailable as exc:
         message = str(exc)
-        if swa_settings.get("SWA_PREFIX_CACHE_STRICT_NATIVE") == "1":
+        if swa_settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False):
             pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
         pytest.skip(message)
 

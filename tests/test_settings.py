@@ -339,3 +339,60 @@ def test_the_projects_own_runs_set_no_former_name() -> None:
     # e2e pops the former hot-path name from its servers' environment too.
     allowed = {"e2e/inprocess.py": ["PREFIX_CACHE_HOTPATH"], "e2e/run_e2e.py": ["PREFIX_CACHE_HOTPATH"]}
     assert found == allowed
+
+
+@pytest.mark.parametrize("raw, want", [
+    ("1", True), ("true", True), (" YES ", True), ("On", True),
+    ("0", False), ("false", False), ("no", False), (" off", False),
+])
+def test_booleans_take_the_usual_spellings(raw: str, want: bool) -> None:
+    assert settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", not want,
+                              {"SWA_PREFIX_CACHE_STRICT_NATIVE": raw}) is want
+
+
+def test_a_bad_boolean_is_refused_in_one_short_line() -> None:
+    for raw in ("2", "maybe", "", "x" * 100_000):
+        with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_STRICT_NATIVE must be one of") as exc:
+            settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False,
+                               {"SWA_PREFIX_CACHE_STRICT_NATIVE": raw})
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
+    assert settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", True, {}) is True
+
+
+def test_long_values_are_cut_where_they_are_said() -> None:
+    huge = "y" * 100_000
+    with pytest.raises(ValueError) as exc:
+        config.read_mode({"SWA_PREFIX_CACHE_MODE": huge})
+    assert len(str(exc.value)) < 300 and "100,000 characters" in str(exc.value)
+    row = next(r for r in settings.table({"SWA_PREFIX_CACHE_STATS_DIR": huge})
+               if r["name"] == "SWA_PREFIX_CACHE_STATS_DIR")
+    assert len(row["value"]) < 300
+
+
+def test_near_misses_are_named_and_far_names_are_not() -> None:
+    lines = settings.unknown_said({"SWA_PREFIX_CACHE_MOD": "off", "SWA_PREFIX_CACHE_COER": "x",
+                                   "SWA_PREFIX_CACHE_SOMETHING_ELSE": "1"})
+    assert "SWA_PREFIX_CACHE_COER is not a setting and is ignored; did you mean SWA_PREFIX_CACHE_CORE?" in lines
+    assert "SWA_PREFIX_CACHE_MOD is not a setting and is ignored; did you mean SWA_PREFIX_CACHE_MODE?" in lines
+    assert "SWA_PREFIX_CACHE_SOMETHING_ELSE is not a setting and is ignored" in lines
+
+
+def test_the_table_shows_a_former_name_that_is_also_set() -> None:
+    old = next(o.name for s in settings.SETTINGS for o in s.old_names if o.translate is None)
+    new = settings.OLD_NAMES[old]
+    row = next(r for r in settings.table({new: "a", old: "b"}) if r["name"] == new)
+    assert row["value"] == f"a (also set, ignored: {old}=b)"
+
+
+def test_qualify_names_typos_and_warns_about_an_unused_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_adapter import qualify
+
+    monkeypatch.setenv("SWA_PREFIX_CACHE_MOD", "off")
+    monkeypatch.setenv("SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD", "")
+    monkeypatch.delenv("SWA_PREFIX_CACHE_DP_ROUTING", raising=False)
+    assert qualify.settings_problem() is None
+    said = qualify.settings_warnings()
+    assert any("did you mean SWA_PREFIX_CACHE_MODE?" in line for line in said), said
+    assert any("SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD" in line and "unused" in line for line in said), said
+    monkeypatch.setenv("SWA_PREFIX_CACHE_DP_ROUTING", "exact")
+    assert "SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD" in (qualify.settings_problem() or "")

@@ -99,7 +99,7 @@ def read_tokens_per_load(
     except ValueError:
         value = -1.0
     if not 0 <= value < float("inf"):
-        raise ValueError(f"{DP_TOKENS_PER_LOAD_ENV} must be a number >= 0, got {raw!r}")
+        raise ValueError(f"{DP_TOKENS_PER_LOAD_ENV} must be a number >= 0, got {settings.shown(raw)}")
     return value
 
 
@@ -138,4 +138,4 @@ def _read_choice(
         return choices(raw)
     except ValueError:
         allowed = ", ".join(c.value for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}, got {raw!r}") from None
+        raise ValueError(f"{name} must be one of {allowed}, got {settings.shown(raw)}") from None

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_adapter import fingerprint, registry
-from vllm_adapter.config import DpRouting, read_dp_routing, read_tokens_per_load
+from vllm_adapter.config import DP_ROUTING_ENV, DpRouting, read_dp_routing, read_tokens_per_load
 
 logger = logging.getLogger("vllm_adapter")
 
@@ -101,10 +101,16 @@ def install() -> bool:
             return True
         try:
             setting = read_dp_routing()
-            read_tokens_per_load(0.0)
         except ValueError as exc:
             return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
         _routers.setting = setting
+        try:
+            read_tokens_per_load(0.0)
+        except ValueError as exc:
+            if setting is not DpRouting.OFF:
+                return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
+            # Unused while the routing is off: said, not refused.
+            logger.warning("swa-prefix-cache: %s (unused while %s is off)", exc, DP_ROUTING_ENV)
         if setting is DpRouting.OFF:
             return registry.refuse(NAME, "setting off")
         done = registry.install(

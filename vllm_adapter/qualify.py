@@ -51,9 +51,13 @@ EXIT = {"PASS": 0, "FAIL": 1, "REFUSED": 2, "WOULD NOT SERVE": 3, "DEGRADED": 4}
 
 
 def settings_problem() -> str | None:
-    """The first setting the plugin would refuse, said as it says it, or None."""
+    """The first setting the plugin would refuse, said as it says it, or
+    None. A setting nothing reads with these settings (the data-parallel
+    load weight while that routing is off) is not refused here:
+    ``settings_warnings`` names it."""
     import os
 
+    from pyspec import settings
     from vllm_adapter import config, report
 
     readers = (config.read_mode, config.read_core, config.read_lookup_memo,
@@ -61,13 +65,35 @@ def settings_problem() -> str | None:
     try:
         for read in readers:
             read()
-        config.read_tokens_per_load(0.0)
+        settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False)
+        if config.read_dp_routing() is config.DpRouting.EXACT:
+            config.read_tokens_per_load(0.0)
     except ValueError as exc:
         return str(exc)
     directory = report.stats_dir()
     if directory is not None and not directory.is_dir() and os.path.exists(directory):
         return f"{report.STATS_DIR_ENV}={directory} is not a directory"
     return None
+
+
+def settings_warnings() -> list[str]:
+    """What is off in the settings without being refused: each unknown
+    ``SWA_PREFIX_CACHE_*`` name (with the setting it is a near miss of),
+    and a bad value of a setting nothing reads with these settings."""
+    from pyspec import settings
+    from vllm_adapter import config
+
+    said = settings.unknown_said()
+    try:
+        unused = config.read_dp_routing() is not config.DpRouting.EXACT
+    except ValueError:  # refused by settings_problem
+        unused = False
+    if unused:
+        try:
+            config.read_tokens_per_load(0.0)
+        except ValueError as exc:
+            said.append(f"{exc} (unused while SWA_PREFIX_CACHE_DP_ROUTING is off)")
+    return said
 
 
 def not_serving() -> str | None:
@@ -239,6 +265,7 @@ def _run(lookups: int, seed: int) -> dict[str, Any]:
         report["vllm_error"] = repr(exc)
     report["extension"] = native_report()
     report["refused"] = settings_problem()
+    report["settings_warnings"] = settings_warnings()
     if report["refused"] is not None:
         report["verdict"] = "REFUSED"
         return report
@@ -282,6 +309,8 @@ def print_report(report: dict[str, Any]) -> None:
               f"key hash {ext.get('hash', '?')}" + (f" ({ext['why']})" if ext.get("why") else ""))
     else:
         print(f"extension: NOT available ({ext.get('why')}); the python core would serve")
+    for line in report.get("settings_warnings", []):
+        print(f"setting: {line}")
     for row in report.get("bindings", []):
         binds = (f"sets {', '.join(row['binds'])}" if row["binds"]
                  else f"sets nothing: a fast path of {row['part_of']}")
