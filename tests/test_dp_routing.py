@@ -321,3 +321,31 @@ def test_prepare_never_waits_on_a_replay(tmp_path) -> None:
         silent.close(linger=0)
         for replica in replicas:
             replica.close()
+
+
+def test_a_reset_rank_is_scored_zero_and_the_others_still_route() -> None:
+    """Issue 44: one rank whose index was reset (its subscriber not
+    complete) no longer sends every request to vLLM's balancer: the request
+    is routed by the index, that rank scored as holding nothing (never above
+    its hit), and the router counts it. With every rank reset, vLLM's
+    choice stays."""
+    from types import SimpleNamespace
+
+    index, replicas = _ranks(SCENARIOS[0], random.Random(5), 30)
+    prompt, _ = replicas[1].probe()
+    scores = index.score(prompt)
+    assert scores["dp1"] > 0
+    for complete, want_hits in (((True, False), [scores["dp0"], 0]), ((False, True), [0, scores["dp1"]])):
+        client = _client(2)
+        router = dp_routing.Router(tokens_per_load=0.0)
+        router.attach(index, ["dp0", "dp1"], [])
+        router.subscribers = [SimpleNamespace(complete=ok) for ok in complete]
+        prepared = router.prepare(client, _request("a", prompt))
+        assert prepared is not None and prepared[0] == want_hits
+        reset = "dp0" if not complete[0] else "dp1"
+        assert router.unsure[f"{reset} index reset: scored 0"] == 1
+    router.subscribers = [SimpleNamespace(complete=False), SimpleNamespace(complete=False)]
+    assert router.prepare(_client(2), _request("b", prompt)) is None
+    assert router.unsure["index reset"] == 1
+    for replica in replicas:
+        replica.close()

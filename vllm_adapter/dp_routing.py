@@ -400,8 +400,11 @@ class Router:
         reason = request_unsure(client, request)
         if reason is None and not self.ready:
             reason = "index starting" if self.reason == "starting" else "routing off"
+        complete = [True] * len(self.names)
         if reason is None:
-            if not all(sub.complete for sub in self.subscribers):
+            if self.subscribers:
+                complete = [sub.complete for sub in self.subscribers]
+            if not any(complete):
                 reason = "index reset"
             elif len(client.lb_engines) != len(self.names) or len(client.core_engines) != len(self.names):
                 reason = "engines changing"
@@ -409,7 +412,12 @@ class Router:
             self.unsure[reason] += 1
             return None
         scores = self.index.score(request.prompt_token_ids)
-        hits = [scores[name] for name in self.names]
+        # A rank whose index was reset is scored as holding nothing (never
+        # above its hit), so the others are still routed by theirs.
+        hits = [scores[name] if ok else 0 for name, ok in zip(self.names, complete)]
+        for name, ok in zip(self.names, complete):
+            if not ok:
+                self.unsure[f"{name} index reset: scored 0"] += 1
         loads = []
         for engine, (waiting, running, usage) in zip(client.core_engines, client.lb_engines):
             loads.append(vllm_load_score(
