@@ -251,7 +251,7 @@ def install(name: str, build: Callable[[fingerprint.Match, tuple[Any, ...]], tup
             if found.foreign:  # another plugin's or a profiler's: keep it, and vLLM's code under it
                 return refuse(
                     name,
-                    f"DEGRADED: the {patch.label} steps aside in vLLM {fingerprint.installed_version()}: "
+                    f"the {patch.label} steps aside in vLLM {fingerprint.installed_version()}: "
                     f"{found.replaced_by()}",
                     kept, logging.WARNING,
                 )
