@@ -46,7 +46,9 @@ it can under-credit, never over-credit.
   connection does not drop otherwise). Once the batches already queued are
   applied, the replica is reset to seq 0 (``stats["disconnects"]``).
 * Replays are applied only while contiguous from ``next_seq`` (a skipped seq
-  resets, ``stats["resets_in_replay"]``); each is bounded by one overall
+  resets, ``stats["resets_in_replay"]``), and a gap is closed only by a
+  replay that reaches the live batch (one that ends short of it resets at
+  that batch, ``stats["short_replays"]``); each is bounded by one overall
   deadline (``replay_timeout_ms``) and ``MAX_REPLAY_FRAMES``; a replay that
   times out fills nothing (``stats["replay_timeouts"]``).
 * ``poll`` is bounded by ``max_batches`` and a time budget; what is left
@@ -266,7 +268,11 @@ class Subscriber:
         if not replayed or replayed[0][0] != self.next_seq:
             self._reset(upto)
             return 0
-        return self._apply_replayed(replayed)
+        applied = self._apply_replayed(replayed)
+        if self.next_seq < upto:  # the replay ended before the gap did: its tail is missing
+            self.stats["short_replays"] += 1
+            self._reset(upto)
+        return applied
 
     def _reset(self, seq: int) -> None:
         self.stats["resets"] += 1

@@ -95,7 +95,7 @@ class ReplayInjector:
     thread until ``close`` or 30 s."""
 
     def __init__(self, tmp_path, upstream: str, skip: int | None = None,
-                 delay_s: float = 0.0, endless: bool = False) -> None:
+                 delay_s: float = 0.0, endless: bool = False, drop_tail: int = 0) -> None:
         import zmq
 
         self.endpoint = f"ipc://{tmp_path}/injector"
@@ -103,6 +103,7 @@ class ReplayInjector:
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.bind(self.endpoint)
         self._upstream, self._skip, self._delay, self._endless = upstream, skip, delay_s, endless
+        self._drop_tail = drop_tail  # each replay loses its last batches
         self._stop = threading.Event()
         self.requests = 0
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -116,6 +117,8 @@ class ReplayInjector:
             ident, _, start = self._router.recv_multipart()
             self.requests += 1
             batches = replay(self._ctx, self._upstream, int.from_bytes(start, "big"), 2000) or []
+            if self._drop_tail:
+                batches = batches[:-self._drop_tail]
             for seq, payload in batches:
                 if seq == self._skip:
                     continue
@@ -371,6 +374,27 @@ def test_replay_gap_is_not_applied_past(tmp_path) -> None:
                 _drive(sub, published)
             assert not sub.complete
             _check("replay-gap", sub, replica, index)
+        finally:
+            sub.close()
+
+
+def test_a_replay_missing_its_tail_is_not_applied_past(tmp_path) -> None:
+    """Issue 44: every replay loses its last two batches. The late
+    subscriber's first replay gives 0..12 of 0..14; the next live batch
+    (15) finds the gap 13..14, whose replay brings only 13. Batch 15 must
+    not be applied on top of the missing 14 as if the stream were whole:
+    the replica is reset at 15 (complete False) and never over-credits."""
+    with _injected(tmp_path, seed=26, drop_tail=2) as (replica, pub, index, injector):
+        published = _publish_some(replica, pub, 15)
+        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", injector.endpoint)
+        try:
+            assert sub.next_seq == published - 2 and sub.complete
+            for _ in range(10):
+                published += _publish_some(replica, pub, 1)
+                _drive(sub, published)
+            assert sub.stats["short_replays"] >= 1 and not sub.complete, sub.stats
+            assert sub.next_seq == published
+            _check("replay-missing-tail", sub, replica, index)
         finally:
             sub.close()
 
