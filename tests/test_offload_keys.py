@@ -131,6 +131,21 @@ def test_errors_and_inputs_outside_the_model_are_vllms(env) -> None:
     assert offload_keys.status()["delegated"] - before == len(cases) + 1
 
 
+def test_a_request_without_hashes_is_read_as_vllm_reads_it(env) -> None:
+    """vLLM's own unit test drives the method with a request stub that has
+    no ``block_hashes`` and no groups: vLLM's loop reads nothing and
+    returns; with a group it raises AttributeError. Ours does the same."""
+    _install()
+    for groups in ([], [(0, 1, 16)]):
+        ours, theirs = _state(env, groups, []), _state(env, groups, [])
+        for state in (ours, theirs):
+            del state.req.block_hashes
+        assert _outcome(env.RequestOffloadState.update_offload_keys, ours) == \
+            _outcome(env.original, theirs), groups
+        _same(ours, theirs)
+    assert _outcome(env.original, theirs)[0] is AttributeError
+
+
 def test_shadow_mode_keeps_vllms_loop_and_uninstall_restores(env) -> None:
     assert vllm_adapter.install(Mode.SHADOW)
     assert env.RequestOffloadState.__dict__["update_offload_keys"] is env.original

@@ -82,25 +82,29 @@ def _make_update(original: Callable[[Any], None]) -> Callable[[Any], None]:
             and "set_offload_key_position" not in vars(context)
             and type(context._offload_key_positions) is dict
             and scheduler_module.make_offload_key is make_key
-            and type(state.req.block_hashes) is list
+            and type(getattr(state.req, "block_hashes", None)) is list
         )
 
     def update_offload_keys(self: Any) -> None:
         _counters.calls += 1
-        hashes = self.req.block_hashes
-        if type(hashes) is list:
-            # Most calls find no group with a new chunk (a running request
-            # between chunk boundaries): vLLM's loop appends nothing then.
-            count = len(hashes)
-            for group_config, group_state in zip(self.config.kv_group_configs, self.group_states):
-                stride = group_config.hashes_per_chunk
-                keys = group_state.offload_keys
-                if not (type(stride) is int and stride >= 1 and type(keys) is list
-                        and stride * (len(keys) + 1) > count):
+        # Most calls find no group with a new chunk (a running request
+        # between chunk boundaries): vLLM's loop appends nothing then, and
+        # reads the request's hashes only when there is a group.
+        count = -1
+        for group_config, group_state in zip(self.config.kv_group_configs, self.group_states):
+            if count < 0:
+                hashes = getattr(self.req, "block_hashes", None)
+                if type(hashes) is not list:
                     break
-            else:
-                _counters.answered += 1
-                return None
+                count = len(hashes)
+            stride = group_config.hashes_per_chunk
+            keys = group_state.offload_keys
+            if not (type(stride) is int and stride >= 1 and type(keys) is list
+                    and stride * (len(keys) + 1) > count):
+                break
+        else:
+            _counters.answered += 1
+            return None
         if not modelled(self):
             _counters.delegated += 1
             return original(self)
