@@ -18,15 +18,20 @@ holds only what was stored after the gap, and every removal after it is
 applied: it can under-credit the replica (blocks stored before the gap),
 never credit a block the replica does not hold.
 
-Faults. ``complete`` means: every batch the current publisher sent since its
-seq 0 was applied, in order, so the index equals the replica. It turns False
-on a reset (a gap the replay cannot fill, a replay that skips a seq or times
-out, a batch the index refuses, a publisher restart or disconnect) and back
-True only when a batch with seq 0 is applied to a reset replica: a vLLM
-process starts with an empty pool, so from its seq 0 on the index is exact
-again. While False the index holds a subset of the replica (every store and
-remove after the reset is applied, removes of unknown keys floored at zero):
-it can under-credit, never over-credit.
+Faults. ``complete`` means: the index equals the replica, because every
+batch the current publisher sent since its seq 0 (or since its last
+``AllBlocksCleared``) was applied, in order. It turns False on a reset (a
+gap the replay cannot fill, a replay that skips a seq or times out, a
+batch the index refuses, a publisher restart or disconnect) and back True
+when, on a reset replica, a batch with seq 0 is applied (a vLLM process
+starts with an empty pool) or a batch carrying ``AllBlocksCleared`` (vLLM's
+``reset_prefix_cache``: the pool is empty after it, and so is the index). No
+other horizon is sound: a block cached before the reset and hit ever since
+(a shared system prompt) is never evicted, so no count of events or time
+says the index holds it again. While False the index holds a subset of the
+replica (every store and remove after the reset is applied, removes of
+unknown keys floored at zero): it can under-credit, never over-credit; a
+router scores such a rank as holding nothing (vllm_adapter/dp_routing.py).
 
 * A seq frame that is not 8 bytes or not in ``0 .. 2**63 - 1`` is counted
   (``stats["malformed"]``) and skipped; the next good batch shows the gap.
@@ -41,10 +46,19 @@ it can under-credit, never over-credit.
   publisher: the replica is reset to seq 0 (``stats["restarts"]``) and the
   batch handled as a gap from 0 (filled from the replay when it still holds
   seq 0).
+* A replay joins only the publisher it continues: it is asked from the last
+  applied batch (``next_seq - 1``) and must begin with that very payload
+  (its digest). A replay that begins with another payload under that seq
+  comes from a restarted publisher whose first live seq was above
+  ``next_seq``: the replica is reset to seq 0 and the replay asked again
+  from there (``stats["restarts_in_replay"]``). One that no longer holds
+  that batch cannot be joined: the gap resets.
 * Disconnect: a socket monitor on the SUB socket reports the publisher's
   connection closing (the process died or restarted; on loopback and ipc the
-  connection does not drop otherwise). Once the batches already queued are
-  applied, the replica is reset to seq 0 (``stats["disconnects"]``).
+  connection does not drop otherwise). It is read before every frame is
+  handled and when the socket is drained: once seen, the replica is reset to
+  seq 0 (``stats["disconnects"]``) before any later frame is applied, so a
+  new publisher's batches never land on the dead one's state.
 * Replays are applied only while contiguous from ``next_seq`` (a skipped seq
   resets, ``stats["resets_in_replay"]``), and a gap is closed only by a
   replay that reaches the live batch (one that ends short of it resets at
@@ -161,10 +175,11 @@ class Subscriber:
         the publisher no longer holds ``next_seq``."""
         if self._replay_endpoint is None:
             return 0
-        replayed = self._replay(self.next_seq)
-        if replayed is None:
+        answer = self._joined_replay()
+        if answer is None:
             return 0
-        if replayed and replayed[0][0] > self.next_seq:
+        joined, replayed = answer
+        if replayed and not joined:
             self._reset(replayed[0][0])
         return self._apply_replayed(replayed)
 
@@ -184,13 +199,12 @@ class Subscriber:
         applied = 0
         wait = timeout_ms
         deadline = time.monotonic() + budget_s + timeout_ms / 1000
-        drained = False
         for _ in range(max_batches):
             if not self._sub.poll(wait):
-                drained = True
                 break
             wait = 0
             frames = self._sub.recv_multipart()
+            self._check_disconnect()  # before this frame: it may be a new publisher's
             seq = _seq(frames[1]) if len(frames) == 3 else None
             if seq is None or seq == END_SEQ:
                 self.stats["malformed"] += 1
@@ -200,8 +214,7 @@ class Subscriber:
                 applied += self._on_batch(seq, frames[2], went_back)
             if time.monotonic() > deadline:
                 break
-        if drained:  # what the old publisher sent is applied: now its disconnect
-            self._check_disconnect()
+        self._check_disconnect()
         return applied
 
     def _check_disconnect(self) -> None:
@@ -217,6 +230,7 @@ class Subscriber:
         if lost:
             self.stats["disconnects"] += 1
             self._digests.clear()
+            self._last_live = -1
             self._reset(0)
 
     def _restarted(self, seq: int, payload: bytes) -> int:
@@ -228,10 +242,12 @@ class Subscriber:
         return self._on_batch(seq, payload, False)
 
     def _apply_one(self, seq: int, payload: bytes) -> int:
-        """Apply one batch at ``next_seq``; a refused batch resets the replica."""
+        """Apply one batch at ``next_seq``; a refused batch resets the replica.
+        A reset replica is complete again from seq 0 or an ``AllBlocksCleared``."""
         self._digests[seq] = _digest(payload)
         if len(self._digests) > DIGESTS:
             self._digests.popitem(last=False)
+        clears = None if self.complete else self._clears()
         try:
             self.index.apply(self.name, payload)
         except (ValueError, TypeError):
@@ -241,7 +257,13 @@ class Subscriber:
         self.next_seq = seq + 1
         if seq == 0:  # next_seq 0: a new or reset replica, so now exact again
             self.complete = True
+        elif clears is not None and self._clears() > clears:  # the pool was emptied
+            self.stats["complete_after_clear"] += 1
+            self.complete = True
         return 1
+
+    def _clears(self) -> int:
+        return self.index.stats(self.name).get("clears", 0)
 
     def _on_batch(self, seq: int, payload: bytes, went_back: bool) -> int:
         """Apply a live batch; ``went_back``: its seq is not above the last
@@ -264,15 +286,42 @@ class Subscriber:
     def _fill(self, upto: int) -> int:
         """Apply batches ``next_seq .. upto - 1`` from the replay socket, or
         reset the replica and start over at ``upto``."""
-        replayed = self._replay(self.next_seq) if self._replay_endpoint else None
-        if not replayed or replayed[0][0] != self.next_seq:
+        answer = self._joined_replay() if self._replay_endpoint else None
+        if answer is None or not answer[0]:
             self._reset(upto)
             return 0
-        applied = self._apply_replayed(replayed)
+        applied = self._apply_replayed(answer[1])
         if self.next_seq < upto:  # the replay ended before the gap did: its tail is missing
             self.stats["short_replays"] += 1
             self._reset(upto)
         return applied
+
+    def _joined_replay(self) -> tuple[bool, list[tuple[int, bytes]]] | None:
+        """The publisher's batches from ``next_seq`` on, and whether they
+        join what was applied: they begin at ``next_seq`` and the replay
+        (asked from ``next_seq - 1`` when that batch's digest is kept)
+        begins with the very batch applied there. A replay that begins with
+        another payload under that seq is a restarted publisher's: the
+        replica is reset to seq 0 and the replay asked again from there.
+        None when the replay does not answer."""
+        last = self.next_seq - 1
+        known = self._digests.get(last) if last >= 0 else None
+        replayed = self._replay(last if known is not None else self.next_seq)
+        if replayed is None:
+            return None
+        if known is not None:
+            if not replayed or replayed[0][0] != last:
+                return False, replayed  # that batch is no longer held: nothing to join to
+            if _digest(replayed[0][1]) == known:
+                replayed = replayed[1:]
+            else:
+                self.stats["restarts_in_replay"] += 1
+                self._digests.clear()
+                self._reset(0)
+                replayed = self._replay(0)
+                if replayed is None:
+                    return None
+        return bool(replayed) and replayed[0][0] == self.next_seq, replayed
 
     def _reset(self, seq: int) -> None:
         self.stats["resets"] += 1

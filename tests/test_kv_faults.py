@@ -328,6 +328,117 @@ def test_publisher_restart(tmp_path, seen_by) -> None:
         old.close()
 
 
+def _held(index: KVIndex, name: str) -> list[dict[int, int]]:
+    """Per group, each key's count in a reference-core index."""
+    return [dict(keys.counts) for keys in index._replica(name).keys]
+
+
+def _watched(kind: type[Subscriber]) -> type[Subscriber]:
+    """``kind`` checking itself after every batch it applies, once
+    ``truths`` is set (each publisher's batches, in order): while complete,
+    its (reference-core) index must hold exactly what one publisher's
+    batches up to the seq applied leave; each apply that leaves it complete
+    and like neither is counted."""
+
+    class Watched(kind):
+        truths: list[list[KVEventBatch]] = []
+        wrong = 0
+        complete_applies = 0
+
+        def _apply_one(self, seq: int, payload: bytes) -> int:
+            applied = super()._apply_one(seq, payload)
+            if applied and self.complete and self.truths:
+                self.complete_applies += 1
+                held = _held(self.index, self.name)
+                if all(held != self._truth(batches[:seq + 1]) for batches in self.truths):
+                    self.wrong += 1
+            return applied
+
+        def _truth(self, batches: list[KVEventBatch]) -> list[dict[int, int]]:
+            want = KVIndex(native=False)
+            want.add_replica("r0", self.index._replica(self.name).layout)
+            for batch in batches:
+                want.apply("r0", batch)
+            return _held(want, "r0")
+
+    return Watched
+
+
+class Recorder:
+    """Stands in for a publisher, keeping each batch it passes on."""
+
+    def __init__(self, pub: ZmqEventPublisher, kept: list[KVEventBatch]) -> None:
+        self.pub, self.kept = pub, kept
+        self._event_queue = pub._event_queue
+
+    def publish(self, batch: KVEventBatch) -> None:
+        self.kept.append(batch)
+        self.pub.publish(batch)
+
+
+@pytest.mark.parametrize("seen_by", ["monitor", "digest"])
+def test_restart_race(tmp_path, seen_by) -> None:
+    """Issue 44: vLLM restarts while the subscriber still has the old
+    publisher's last 10 batches queued; it reads them in a poll that ends at
+    its batch budget (so never drains), and the first live seq of the new
+    publisher it then sees is above them (the new one sent 20 batches while
+    the subscription reconnected). The new publisher's batches must never be
+    applied on top of the old one's state: after every apply that leaves the
+    subscriber complete, the index holds exactly what one publisher's batches
+    up to that seq leave. ``monitor``: the connection monitor,
+    read before every frame, resets at the disconnect; ``digest`` (no
+    monitor): the replay that would fill the gap begins with another payload
+    under seq 14, a restart. Records the time from the new publisher's first
+    batch until the index is complete and current."""
+    old = Replica(SCENARIOS[6], random.Random(41))
+    index = KVIndex(native=False)
+    index.add_replica("r0", old.layout)
+    pub = _publisher(tmp_path)
+    kind = _watched(Subscriber if seen_by == "monitor" else DeafSubscriber)
+    sub = kind(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
+    new = pub2 = None
+    try:
+        new = Replica(SCENARIOS[6], random.Random(42))
+        sub.truths = [[], []]
+        published = _publish_some(old, Recorder(pub, sub.truths[0]), 5)
+        _follow(sub, published)
+        assert sub.complete
+        _publish_some(old, Recorder(pub, sub.truths[0]), 10)
+        time.sleep(0.1)
+        pub.shutdown()
+        time.sleep(0.1)
+        sub.poll(0, max_batches=10)  # the old publisher's last batches, read to the budget's end
+        pub2 = _publisher(tmp_path)
+        recorder = Recorder(pub2, sub.truths[1])
+        start = time.monotonic()
+        published = _publish_some(new, recorder, 20)
+        for _ in range(20):  # until one of its batches waits on the reconnected socket
+            published += _publish_some(new, recorder, 1)
+            if sub._sub.poll(200):
+                break
+        recovered_ms = None
+        for _ in range(25):
+            published += _publish_some(new, recorder, 1)
+            _drive(sub, published)
+            if recovered_ms is None and sub.complete and sub.next_seq == published:
+                recovered_ms = (time.monotonic() - start) * 1000
+        assert sub.complete and sub.next_seq == published, sub.stats
+        assert sub.complete_applies > 0
+        line = (f"fault=restart-race-{seen_by} applies_left_complete_and_wrong={sub.wrong} "
+                f"of {sub.complete_applies} recovered_in_ms={recovered_ms:.0f}")
+        FAULT_LINES.append(line)
+        print(line)
+        assert sub.wrong == 0, (line, sub.stats)
+        _check(f"restart-race-{seen_by}", sub, new, index, others=(old,))
+    finally:
+        sub.close()
+        if pub2 is not None:
+            pub2.shutdown()
+        if new is not None:
+            new.close()
+        old.close()
+
+
 def test_killed_publisher(tmp_path) -> None:
     """The publisher goes away without a word: the subscriber sees the
     connection close, resets the replica (complete False: nothing is known
@@ -455,6 +566,113 @@ def test_replay_function_gives_up_on_an_endless_replay(tmp_path) -> None:
         stop.set()
         thread.join(5)
         router.close(linger=0)
+
+
+def test_a_reset_replica_is_complete_again_after_a_clear(tmp_path) -> None:
+    """Issue 44: a refused batch leaves the replica reset (complete False:
+    no count of later events says the index holds again what the replica
+    cached before it). vLLM's ``reset_prefix_cache`` empties the pool and
+    publishes ``AllBlocksCleared``: from that batch on the index is complete
+    and exact again, without waiting for a seq 0. Records the batches from
+    the refusal until then."""
+    with _stream(tmp_path, SCENARIOS[6], seed=14, buffer_steps=1000) as (replica, pub, index):
+        sub = _subscribe(tmp_path, index)
+        try:
+            published = _publish_some(replica, pub, 10)
+            _follow(sub, published)
+            pub.publish(KVEventBatch(ts=time.time(), events=[
+                BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
+            refused_at = published
+            published += 1
+            for _ in range(8):
+                published += _publish_some(replica, pub, 1)
+                _drive(sub, published)
+            assert sub.stats["refused"] == 1 and not sub.complete
+            _check("refused-before-clear", sub, replica, index)
+            replica.close()
+            replica.live = []
+            assert replica.manager.reset_prefix_cache()
+            pub.publish(KVEventBatch(ts=time.time(), events=replica.manager.take_events()))
+            published += 1
+            _drive(sub, published)
+            assert sub.complete and sub.stats["complete_after_clear"] == 1, sub.stats
+            line = f"fault=refused-then-cleared complete_again_after_batches={published - refused_at}"
+            FAULT_LINES.append(line)
+            print(line)
+            for _ in range(10):
+                published += _publish_some(replica, pub, 1)
+                _drive(sub, published)
+            assert sub.complete and sub.next_seq == published
+            _check("refused-then-cleared", sub, replica, index)
+        finally:
+            sub.close()
+
+
+def test_one_refused_batch_keeps_exact_routing(tmp_path) -> None:
+    """Issue 44: two data-parallel ranks behind vLLM's real publishers, read
+    by the router's poller thread. One batch that rank 1's index refuses
+    resets that rank only: the next 50 requests are all still routed by the
+    index (rank 1 scored as holding nothing, never above its hit, and
+    counted unsure per request), not handed to vLLM's balancer. vLLM's
+    ``reset_prefix_cache`` on rank 1 then makes it complete again; the time
+    from that batch's publication until the router reads rank 1 as complete
+    is recorded."""
+    from test_dp_routing import _client, _request, _wait
+
+    from vllm_adapter import dp_routing
+
+    rng = random.Random(43)
+    replicas = [Replica(SCENARIOS[6], rng) for _ in range(2)]
+    pubs = [ZmqEventPublisher(0, endpoint=f"ipc://{tmp_path}/pub{r}",
+                              replay_endpoint=f"ipc://{tmp_path}/replay{r}", buffer_steps=1000)
+            for r in range(2)]
+    router = dp_routing.Router(tokens_per_load=0.0)
+    try:
+        index = KVIndex()
+        for r, replica in enumerate(replicas):
+            index.add_replica(f"dp{r}", replica.layout)
+        subs = [Subscriber(index, f"dp{r}", f"ipc://{tmp_path}/pub{r}",
+                           f"ipc://{tmp_path}/replay{r}", replay_on_start=False)
+                for r in range(2)]
+        router.attach(index, ["dp0", "dp1"], subs)
+        published = [_publish_some(replicas[r], pubs[r], 10) for r in range(2)]
+        assert _wait(lambda: router.ready and all(
+            sub.complete and sub.next_seq >= n for sub, n in zip(subs, published)))
+        pubs[1].publish(KVEventBatch(ts=time.time(), events=[
+            BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
+        assert _wait(lambda: subs[1].stats["refused"] == 1)
+        client = _client(2)
+        routed = over = 0
+        for step in range(50):
+            replica = replicas[step % 2]
+            prompt = replica.work.prompt()
+            prepared = router.prepare(client, _request(f"q{step}", prompt))
+            if prepared is None:
+                continue
+            routed += 1
+            truth = [r.manager.get_computed_blocks(r.request("probe", prompt))[1] for r in replicas]
+            over += any(hit > want for hit, want in zip(prepared[0], truth))
+        assert router.unsure["dp1 index reset: scored 0"] == routed
+        replicas[1].close()
+        replicas[1].live = []
+        assert replicas[1].manager.reset_prefix_cache()
+        start = time.monotonic()
+        pubs[1].publish(KVEventBatch(ts=time.time(), events=replicas[1].manager.take_events()))
+        assert _wait(lambda: subs[1].complete)
+        recovered_ms = (time.monotonic() - start) * 1000
+        assert router.prepare(client, _request("after", replicas[1].work.prompt())) is not None
+        assert router.unsure["dp1 index reset: scored 0"] == routed
+        line = (f"fault=one-refused-batch-routing routed_by_index={routed} of 50 "
+                f"overcredit={over} complete_again_in_ms={recovered_ms:.0f} (after reset_prefix_cache)")
+        FAULT_LINES.append(line)
+        print(line)
+        assert routed == 50 and over == 0, line
+    finally:
+        router.close()
+        for pub in pubs:
+            pub.shutdown()
+        for replica in replicas:
+            replica.close()
 
 
 # ---- load ----------------------------------------------------------------------

@@ -27,10 +27,11 @@ What it assumes, and what it does otherwise:
   no replay endpoint: routing stays vLLM's, with the reason in the log and
   in the stats file.
 * Per request vLLM's choice is kept, counted by reason, while the index is
-  starting or was reset (a gap the replay could not fill), and for requests
-  whose block hashes carry more than the tokens (LoRA, multimodal input,
-  cache salt, prompt embeddings, KV hints), pooling requests, a rank given
-  by the caller and streaming-input sessions.
+  starting or every rank's was reset (a gap the replay could not fill); a
+  rank whose index alone was reset is scored as holding nothing. It is kept
+  for requests whose block hashes carry more than the tokens (LoRA,
+  multimodal input, cache salt, prompt embeddings, KV hints), pooling
+  requests, a rank given by the caller and streaming-input sessions.
 
 Threads. Events are read off the request path: each ``Router`` runs one
 daemon thread (``swa-prefix-cache-kv-events``) that owns the subscribers'
@@ -40,9 +41,10 @@ subscribed, then polls every subscriber in turn with a bounded budget
 replay sockets (each replay bounded by ``REPLAY_TIMEOUT_MS`` overall). It
 stops, and closes the sockets, on ``Router.close()``. A request
 (``Router.prepare``, on the front end's event loop) never polls and never
-waits on a replay: it reads each subscriber's ``complete`` flag (keeping
-vLLM's choice while any is False, or before the first replay is done) and
-scores from the index as it is. The one lock between the two threads is
+waits on a replay: it reads each subscriber's ``complete`` flag (scoring
+a rank whose flag is False as holding nothing, keeping vLLM's choice when
+all are, or before the first replay is done) and scores from the index as
+it is. The one lock between the two threads is
 the ``KVIndex``'s own: ``apply``/``reset`` on the poller and ``score`` on the
 request each hold it, so a score sees every batch wholly applied or not at
 all; it is held for one batch or one score, never across a replay. The
