@@ -171,3 +171,75 @@ def test_a_profiler_after_install_is_left_in_place_by_uninstall(caplog: pytest.L
         vllm_adapter.uninstall()
         assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL_SWA
         assert BlockPool.__dict__["get_cached_block"] is ORIGINAL_PROBE
+
+
+def never_offloaded(lookup: Any) -> Any:
+    """Another plugin's policy: the host tier is never read."""
+    from vllm.v1.kv_offload.base import LookupResult
+
+    @functools.wraps(lookup)
+    def lookup_(self: Any, key: Any, req_context: Any) -> Any:
+        return LookupResult.MISS
+
+    return lookup_
+
+
+def _offload_lookups(manager: Any, keys: list[Any], ctx: Any) -> tuple[Any, Any]:
+    """The offload scheduler's sliding-window and full-attention lookups of
+    ``keys`` on ``manager``, through whatever the class holds now."""
+    from types import SimpleNamespace
+
+    from test_offload_lookup_adapter import _tracker
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
+        OffloadingConnectorScheduler,
+    )
+
+    stand_in = SimpleNamespace(manager=manager, _events_tracker=_tracker(None))
+    swa = OffloadingConnectorScheduler._sliding_window_lookup(stand_in, keys, 3, ctx, initial_window_size=None)
+    prefix = OffloadingConnectorScheduler._maximal_prefix_lookup(stand_in, keys, ctx, None, None, 0)
+    return swa, prefix
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_wrapped_offload_lookup_is_honoured(when: str) -> None:
+    """A "never read the host tier" wrapper of CPUOffloadingManager.lookup,
+    whose policy the offload lookups read inline. Before install: both
+    offload patches step aside naming the wrapper's file. After install:
+    their per-call check sees the class's lookup is no longer vLLM's and
+    asks the manager. Either way every answer is vLLM-with-the-wrapper's,
+    where without the wrapper both lookups find the planted chunks."""
+    from types import SimpleNamespace
+
+    from test_offload_lookup import planted_manager
+    from vllm.v1.kv_offload.base import LookupResult, ReqContext, make_offload_key
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+
+    from pyspec.offload_lookup import HIT
+    from vllm_adapter import offload_lookup
+
+    env = SimpleNamespace(CPUOffloadingManager=CPUOffloadingManager, ReqContext=ReqContext,
+                          make_offload_key=make_offload_key, LookupResult=LookupResult)
+    manager, keys, ctx = planted_manager(env, [HIT] * 8, 4400)
+    names = (offload_lookup.NAME, offload_lookup.PREFIX_NAME)
+    if when == "after":
+        vllm_adapter.install(Mode.ON)
+        plain = _offload_lookups(manager, keys, ctx)
+        with wrapped(CPUOffloadingManager, "lookup", never_offloaded):
+            assert all(registry.is_installed(name) for name in names)
+            ours = _offload_lookups(manager, keys, ctx)
+            vllm_adapter.uninstall()
+            theirs = _offload_lookups(manager, keys, ctx)
+    else:
+        plain = _offload_lookups(manager, keys, ctx)
+        with wrapped(CPUOffloadingManager, "lookup", never_offloaded):
+            theirs = _offload_lookups(manager, keys, ctx)
+            vllm_adapter.install(Mode.ON)
+            for name in names:
+                reason = registry.state(name).reason
+                assert not registry.is_installed(name) and "steps aside" in reason, (name, reason)
+                assert "CPUOffloadingManager.lookup is replaced or wrapped by" in reason
+                assert __file__ in reason
+            ours = _offload_lookups(manager, keys, ctx)
+    assert plain[1] == 8 and plain[0], plain
+    assert not theirs[0] and not theirs[1], theirs
+    assert ours == theirs
