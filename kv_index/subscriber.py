@@ -25,8 +25,14 @@ gap the replay cannot fill, a replay that skips a seq or times out, a
 batch the index refuses, a publisher restart or disconnect) and back True
 when, on a reset replica, a batch with seq 0 is applied (a vLLM process
 starts with an empty pool) or a batch carrying ``AllBlocksCleared`` (vLLM's
-``reset_prefix_cache``: the pool is empty after it, and so is the index). No
-other horizon is sound: a block cached before the reset and hit ever since
+``reset_prefix_cache``: the pool is empty after it, and so is the index).
+A replica reset by anything but a refused batch asks the replay for seq 0
+on, ``resync_after_s`` later (``_resync``; the wait doubles up to
+``RESYNC_MAX_S`` while that does not make it complete): while the publisher
+still buffers its seq 0 (vLLM keeps the last ``buffer_steps`` batches), the
+index is rebuilt from it and is exact again (``stats["resyncs"]``); once
+the replay begins past 0 it never holds it again (``stats["resync_gone"]``)
+and no more are asked until the next reset. No other horizon is sound: a block cached before the reset and hit ever since
 (a shared system prompt) is never evicted, so no count of events or time
 says the index holds it again. While False the index holds a subset of the
 replica (every store and remove after the reset is applied, removes of
@@ -86,6 +92,8 @@ DIGESTS = 512  # applied seqs whose payload digest is kept (restart detection)
 MAX_REPLAY_FRAMES = 100_000
 POLL_MAX_BATCHES = 1000
 POLL_BUDGET_S = 0.05
+RESYNC_AFTER_S = 1.0  # a reset replica asks for a rebuild from seq 0 after this
+RESYNC_MAX_S = 60.0  # backoff cap while the replay does not answer
 
 
 def _seq(frame: bytes) -> int | None:
@@ -119,6 +127,7 @@ class Subscriber:
         replay_timeout_ms: int = 2000,
         replay_on_start: bool = True,
         rcvhwm: int | None = None,
+        resync_after_s: float = RESYNC_AFTER_S,
     ) -> None:
         import zmq
 
@@ -134,14 +143,21 @@ class Subscriber:
             raise ValueError(f"rcvhwm must be an int >= 0 or None, got {rcvhwm!r}")
         if type(topic) is not str:
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if type(resync_after_s) not in (int, float) or not 0 <= resync_after_s < float("inf"):
+            raise ValueError(f"resync_after_s must be a finite number >= 0, got {resync_after_s!r}")
         self.index, self.name = index, name
         self._replay_endpoint = replay_endpoint
         self._replay_timeout_ms = replay_timeout_ms
         self.next_seq = 0  # the next batch to apply
-        self.complete = True  # every batch from the publisher's seq 0 on was applied
+        # Nothing is known of the publisher yet: complete once its seq 0 is
+        # applied, or its replay shows it has published nothing.
+        self.complete = False
         self.stats: Counter[str] = Counter()
         self._digests: OrderedDict[int, bytes] = OrderedDict()
         self._last_live = -1  # the last seq received on the SUB socket
+        self._resync_after = float(resync_after_s)
+        self._resync_wait = self._resync_after
+        self._resync_at: float | None = None  # when a reset replica next asks for seq 0 on
         self._ctx = context or zmq.Context.instance()
         self._sub = self._ctx.socket(zmq.SUB)
         self._monitor = None
@@ -177,10 +193,15 @@ class Subscriber:
             return 0
         answer = self._joined_replay()
         if answer is None:
+            if not self.complete and self._resync_at is None:
+                self._resync_at = time.monotonic() + self._resync_wait
             return 0
         joined, replayed = answer
-        if replayed and not joined:
-            self._reset(replayed[0][0])
+        if not replayed and self.next_seq == 0 and not self.complete:
+            self._completed()  # the publisher has published nothing: both are empty
+            return 0
+        if replayed and not joined:  # it begins past next_seq (> 0): seq 0 is gone too
+            self._reset(replayed[0][0], resync=False)
         return self._apply_replayed(replayed)
 
     def poll(
@@ -188,7 +209,8 @@ class Subscriber:
     ) -> int:
         """Apply what has arrived (waiting up to ``timeout_ms`` for the
         first), at most ``max_batches`` frames and about ``budget_s`` of
-        work (plus at most one replay); returns the number of batches
+        work (plus the replays of the gaps it meets, and at most one
+        rebuild of a reset replica); returns the number of batches
         applied."""
         if type(timeout_ms) is not int or timeout_ms < 0:
             raise ValueError(f"timeout_ms must be an int >= 0, got {timeout_ms!r}")
@@ -215,6 +237,8 @@ class Subscriber:
             if time.monotonic() > deadline:
                 break
         self._check_disconnect()
+        if not self.complete and self._resync_at is not None and time.monotonic() >= self._resync_at:
+            applied += self._resync()
         return applied
 
     def _check_disconnect(self) -> None:
@@ -252,15 +276,20 @@ class Subscriber:
             self.index.apply(self.name, payload)
         except (ValueError, TypeError):
             self.stats["refused"] += 1
-            self._reset(seq + 1)
+            self._reset(seq + 1, resync=False)  # a rebuild would meet it again
             return 0
         self.next_seq = seq + 1
         if seq == 0:  # next_seq 0: a new or reset replica, so now exact again
-            self.complete = True
+            self._completed()
         elif clears is not None and self._clears() > clears:  # the pool was emptied
             self.stats["complete_after_clear"] += 1
-            self.complete = True
+            self._completed()
         return 1
+
+    def _completed(self) -> None:
+        self.complete = True
+        self._resync_at = None
+        self._resync_wait = self._resync_after
 
     def _clears(self) -> int:
         return self.index.stats(self.name).get("clears", 0)
@@ -323,11 +352,40 @@ class Subscriber:
                     return None
         return bool(replayed) and replayed[0][0] == self.next_seq, replayed
 
-    def _reset(self, seq: int) -> None:
+    def _reset(self, seq: int, resync: bool = True) -> None:
+        """Empty the replica's index and go on at ``seq``; ``resync``: ask
+        for a rebuild from seq 0 later (``_resync``)."""
         self.stats["resets"] += 1
         self.complete = False
         self.index.reset(self.name)
         self.next_seq = seq
+        if resync and self._replay_endpoint is not None:
+            self._resync_at = time.monotonic() + self._resync_wait
+        else:
+            self._resync_at = None
+
+    def _resync(self) -> int:
+        """Rebuild a reset replica from the publisher's seq 0 while its
+        replay still holds it: applied contiguously from 0, the index is
+        exact again. A replay that begins past 0 never holds it again (the
+        buffer only moves on): no more tries until the next reset. One that
+        does not answer, or does not make the replica complete, is asked
+        again later, the wait doubling up to ``RESYNC_MAX_S``."""
+        replayed = replay(self._ctx, self._replay_endpoint, 0, self._replay_timeout_ms, first_must_be=0)
+        self._resync_wait = min(2 * self._resync_wait, RESYNC_MAX_S)
+        self._resync_at = time.monotonic() + self._resync_wait
+        if replayed is None:
+            self.stats["replay_timeouts"] += 1
+            return 0
+        if not replayed or replayed[0][0] != 0:
+            self.stats["resync_gone"] += 1
+            self._resync_at = None
+            return 0
+        self.stats["resyncs"] += 1
+        self._digests.clear()
+        self.index.reset(self.name)
+        self.next_seq = 0
+        return self._apply_replayed(replayed)
 
     def _apply_replayed(self, replayed: list[tuple[int, bytes]]) -> int:
         applied = 0
@@ -348,11 +406,13 @@ class Subscriber:
         return replayed
 
 
-def replay(context: Any, endpoint: str, start: int, timeout_ms: int) -> list[tuple[int, bytes]] | None:
+def replay(context: Any, endpoint: str, start: int, timeout_ms: int,
+           first_must_be: int | None = None) -> list[tuple[int, bytes]] | None:
     """A publisher's buffered batches from ``start`` on, as ``(seq,
     payload)``, from its replay socket at ``endpoint``; None when it does
     not answer with its end marker within ``timeout_ms`` overall (or
-    within ``MAX_REPLAY_FRAMES`` frames)."""
+    within ``MAX_REPLAY_FRAMES`` frames). ``first_must_be``: stop at the
+    first batch when its seq is another (that one batch is returned)."""
     import zmq
 
     sock = context.socket(zmq.DEALER)
@@ -374,6 +434,8 @@ def replay(context: Any, endpoint: str, start: int, timeout_ms: int) -> list[tup
             if seq == END_SEQ:
                 return out
             out.append((seq, frames[3]))
+            if first_must_be is not None and len(out) == 1 and seq != first_must_be:
+                return out
         return None
     finally:
         sock.close(linger=0)

@@ -91,11 +91,12 @@ def _drive(sub: Subscriber, published: int, rounds: int = 50) -> None:
 class ReplayInjector:
     """A fault injector standing in front of vLLM's replay socket: a ROUTER
     that answers each request with the real publisher's replay, altered
-    (a seq skipped, frames trickling, no end marker). Serves on its own
-    thread until ``close`` or 30 s."""
+    (a seq skipped, frames trickling, no end marker, the first requests
+    never answered). Serves on its own thread until ``close`` or 30 s."""
 
     def __init__(self, tmp_path, upstream: str, skip: int | None = None,
-                 delay_s: float = 0.0, endless: bool = False, drop_tail: int = 0) -> None:
+                 delay_s: float = 0.0, endless: bool = False, drop_tail: int = 0,
+                 silent_first: int = 0) -> None:
         import zmq
 
         self.endpoint = f"ipc://{tmp_path}/injector"
@@ -104,6 +105,7 @@ class ReplayInjector:
         self._router.bind(self.endpoint)
         self._upstream, self._skip, self._delay, self._endless = upstream, skip, delay_s, endless
         self._drop_tail = drop_tail  # each replay loses its last batches
+        self._silent_first = silent_first  # requests left unanswered (a flooded publisher)
         self._stop = threading.Event()
         self.requests = 0
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -116,6 +118,8 @@ class ReplayInjector:
                 continue
             ident, _, start = self._router.recv_multipart()
             self.requests += 1
+            if self.requests <= self._silent_first:
+                continue
             batches = replay(self._ctx, self._upstream, int.from_bytes(start, "big"), 2000) or []
             if self._drop_tail:
                 batches = batches[:-self._drop_tail]
@@ -256,7 +260,9 @@ def test_subscriber_arguments_are_checked(tmp_path) -> None:
     endpoint = f"ipc://{tmp_path}/none"
     for kwargs, match in ((dict(replay_timeout_ms=0), "replay_timeout_ms"),
                           (dict(replay_endpoint="nowhere"), "replay_endpoint"),
-                          (dict(rcvhwm=-1), "rcvhwm")):
+                          (dict(rcvhwm=-1), "rcvhwm"),
+                          (dict(resync_after_s=float("inf")), "resync_after_s"),
+                          (dict(resync_after_s=-1), "resync_after_s")):
         with pytest.raises(ValueError, match=match):
             Subscriber(index, "r0", endpoint, **kwargs)
     with pytest.raises(TypeError, match="topic"):
@@ -673,6 +679,77 @@ def test_one_refused_batch_keeps_exact_routing(tmp_path) -> None:
             pub.shutdown()
         for replica in replicas:
             replica.close()
+
+
+def test_a_reset_replica_rebuilds_from_seq_0_while_the_replay_holds_it(tmp_path) -> None:
+    """Issue 44: the replay does not answer the subscriber's first two
+    requests (a publisher busy under a flood): the late join and the gap
+    the next live batch shows both time out, and the replica is reset
+    (complete False). A moment later the subscriber asks the replay for seq
+    0 on; the publisher still buffers it, so the index is rebuilt from it
+    and is complete and exact again, with no seq 0 or clear on the live
+    stream. Records the time from the reset until complete."""
+    with _injected(tmp_path, seed=28, silent_first=2) as (replica, pub, index, injector):
+        published = _publish_some(replica, pub, 15)
+        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", injector.endpoint,
+                         replay_timeout_ms=300, resync_after_s=0.2)
+        try:
+            assert sub.stats["replay_timeouts"] == 1 and not sub.complete
+            published += _publish_some(replica, pub, 1)
+            _drive(sub, published)
+            assert sub.stats["replay_timeouts"] == 2 and sub.stats["resets"] == 1, sub.stats
+            reset_at = time.monotonic()
+            _check("flooded-replay-reset", sub, replica, index)
+            recovered_ms = None
+            for _ in range(20):
+                published += _publish_some(replica, pub, 1)
+                _drive(sub, published)
+                if recovered_ms is None and sub.complete:
+                    recovered_ms = (time.monotonic() - reset_at) * 1000
+                time.sleep(0.05)
+            assert sub.complete and sub.stats["resyncs"] == 1 and sub.next_seq == published, sub.stats
+            line = f"fault=flooded-replay-then-rebuilt complete_again_in_ms={recovered_ms:.0f}"
+            FAULT_LINES.append(line)
+            print(line)
+            _check("flooded-replay-then-rebuilt", sub, replica, index)
+        finally:
+            sub.close()
+
+
+def test_a_rebuild_is_not_asked_once_seq_0_is_gone(tmp_path) -> None:
+    """The publisher buffers only its last 20 batches. The subscriber
+    follows from seq 0, then loses 40 batches (their seq frames corrupted):
+    the replay that would fill the gap begins past it, so the replica is
+    reset (complete False). Its one request for a rebuild from seq 0 finds
+    the replay beginning past 0, and it asks no more (the buffer only moves
+    on), however long it then follows the stream."""
+    with _stream(tmp_path, SCENARIOS[6], seed=29, buffer_steps=20) as (replica, pub, index):
+        injector = ReplayInjector(tmp_path, f"ipc://{tmp_path}/replay")
+        sub = Subscriber(index, "r0", f"ipc://{tmp_path}/pub", injector.endpoint,
+                         resync_after_s=0.0, replay_on_start=False)
+
+        def lose(arrival: int, frames: list[bytes]) -> list[bytes]:
+            if 2 <= arrival <= 41:
+                frames[1] = b"\x00" * 9
+            return frames
+
+        _tamper(sub, lose)
+        try:
+            published = _publish_some(replica, pub, 1)
+            _drive(sub, published)
+            assert sub.complete
+            published += _publish_some(replica, pub, 40)
+            for _ in range(15):
+                published += _publish_some(replica, pub, 1)
+                _drive(sub, published)
+                time.sleep(0.02)
+            assert not sub.complete and sub.next_seq == published
+            assert sub.stats["resync_gone"] == 1 and sub.stats["resyncs"] == 0, sub.stats
+            assert injector.requests == 2, injector.requests  # the gap's, then one rebuild's
+            _check("rebuild-gone", sub, replica, index)
+        finally:
+            sub.close()
+            injector.close()
 
 
 # ---- load ----------------------------------------------------------------------
