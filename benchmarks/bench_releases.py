@@ -85,7 +85,7 @@ class Sizes:
     def quick(cls) -> Sizes:
         return cls(cells=((2048, 4096, 0.05), (128, 4096, 0.05), (2048, 8192, 0.10)),
                    masks=2, probe_masks=2, rounds=2, sample_ms=0.1, filler=2048,
-                   full_blocks=128, sched_rounds=2, sched_cfgs=((1024, 4, 4096, 1),),
+                   full_blocks=128, sched_rounds=2, sched_cfgs=((1024, 6, 4096, 1),),
                    step=(("n_requests", 4), ("docs", 2), ("min_tokens", 1024),
                          ("max_tokens", 2048), ("window", 1024), ("swa_groups", 1),
                          ("budget", 8192), ("rounds", 2)))

@@ -106,7 +106,7 @@ class RunSizes:
         return cls(masks=2, probe_masks=3, rounds=2, target_ns=0.1e6, filler=2048,
                    cost_sizes=(16, 64), sweep_sizes=(1, 8, 16), sweep_masks=1,
                    full_blocks=128, fine_tokens=2048, full_sizes=(1, 8, 16), sched_rounds=2,
-                   sched_cfgs=((1024, 4, 4096, 1), (1024, 4, 4096, 3)),
+                   sched_cfgs=((1024, 6, 4096, 1), (1024, 6, 4096, 3)),
                    step=dict(n_requests=4, docs=2, min_tokens=1024, max_tokens=2048, window=1024,
                              swa_groups=1, budget=8192, rounds=2))
 

@@ -45,10 +45,15 @@ def _field(row: dict, name: str, where: str) -> int:
     return value
 
 
-def load(path: Path = DEFAULT_TRACE, limit: int | None = None) -> list[TraceRequest]:
-    """The first ``limit`` requests of the trace (all when None)."""
+def load(path: Path = DEFAULT_TRACE, limit: int | None = None,
+         max_input: int | None = None) -> list[TraceRequest]:
+    """The first ``limit`` requests of the trace (all when None); with
+    ``max_input``, of those whose prompt is at most that many tokens (the
+    trace cut to short prompts: the rest are left out, arrival times kept)."""
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+    if max_input is not None and (type(max_input) is not int or max_input < 1):
+        raise ValueError(f"max_input must be a positive int or None, got {max_input!r}")
     requests: list[TraceRequest] = []
     with Path(path).open() as lines:
         for number, line in enumerate(lines, 1):
@@ -73,6 +78,8 @@ def load(path: Path = DEFAULT_TRACE, limit: int | None = None) -> list[TraceRequ
             if -(-request.input_length // TRACE_BLOCK) > len(ids):
                 raise ValueError(f"{where}: input_length {request.input_length} needs more "
                                  f"than its {len(ids)} block ids")
+            if max_input is not None and request.input_length > max_input:
+                continue
             requests.append(request)
     return requests
 

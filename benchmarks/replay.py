@@ -626,8 +626,21 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
         "core": impls.backend, "native_lookups": native,
         "off": off, "on": on,
         "speedup": off["total_ms"] / on["total_ms"] if on["total_ms"] else None,
+        "split": split(off, on, steps),
         "wall_s": time.perf_counter() - run_started,
     }
+
+
+def split(off: dict[str, Any], on: dict[str, Any], steps: int) -> dict[str, float]:
+    """Where the plugin's scheduler time went: the lookups' (prefix cache
+    and host tier) time it saved, and the time it added everywhere else
+    (the scheduler outside the lookups, on minus off; per step in µs)."""
+    def lookups(side: dict[str, Any]) -> float:
+        return side["lookup_ms"] + side["tier_lookup_ms"]
+
+    elsewhere = (on["total_ms"] - lookups(on)) - (off["total_ms"] - lookups(off))
+    return {"saved_in_lookups_ms": lookups(off) - lookups(on), "added_elsewhere_ms": elsewhere,
+            "added_elsewhere_us_per_step": 1000 * elsewhere / steps if steps else 0.0}
 
 
 def replay_line(r: dict[str, Any]) -> str:
@@ -666,6 +679,9 @@ def report(r: dict[str, Any]) -> list[str]:
     lines.append(f"  target lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% of the scheduler's time, plugin on: "
                  f"{'PASS' if r['on']['lookup_share'] <= LOOKUP_SHARE_MAX else 'MISS'} "
                  f"({100 * r['on']['lookup_share']:.2f}%; off {100 * r['off']['lookup_share']:.2f}%)")
+    sp = r.get("split") or split(r["off"], r["on"], r["steps"])
+    lines.append(f"  scheduler time saved in lookups {sp['saved_in_lookups_ms']:.1f} ms; added elsewhere "
+                 f"{sp['added_elsewhere_ms']:+.1f} ms ({sp['added_elsewhere_us_per_step']:+.1f} µs per step)")
     lines.append(f"  hit rate equal off/on: {'yes' if same_hits else 'NO'}")
     ttft = [r.get(k) for k in ("ttft_p50_ms", "ttft_p90_ms")]
     of_ceiling = r["hit_rate"] / r["ceiling_hit_rate"] if r["ceiling_hit_rate"] else 0.0
@@ -704,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=mooncake.DEFAULT_TRACE)
     parser.add_argument("--layout", required=True, choices=replay_layouts.names())
     parser.add_argument("--requests", type=int, default=None, help="the first N requests (default: all)")
+    parser.add_argument("--short-prompts", type=int, default=None, metavar="TOKENS",
+                        help="only the requests whose prompt is at most TOKENS (the trace cut to short prompts)")
     parser.add_argument("--json", type=Path, default=None, help="write the receipt here")
     parser.add_argument("--pool", choices=("full", "half"), default="full",
                         help="the blocks vLLM gives the model on one 80 GB GPU, or half of them")
@@ -728,6 +746,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.requests is not None and args.requests < 1:
         parser.error(f"--requests must be a positive int, got {args.requests}")
+    if args.short_prompts is not None and args.short_prompts < 1:
+        parser.error(f"--short-prompts must be a positive int, got {args.short_prompts}")
     if not args.trace.is_file():
         parser.error(f"--trace: no such file {args.trace}")
     for flag in ("step_fixed_ms", "step_us_per_token"):
@@ -749,10 +769,10 @@ def main(argv: list[str] | None = None) -> int:
                           us_per_token=(model.us_per_token if args.step_us_per_token is None
                                         else args.step_us_per_token), source="set on the command line")
     if args.instances == "1" and args.instance == 0:
-        trace = mooncake.load(args.trace, args.requests)
+        trace = mooncake.load(args.trace, args.requests, args.short_prompts)
         instances = 1
     else:
-        whole = mooncake.load(args.trace)
+        whole = mooncake.load(args.trace, max_input=args.short_prompts)
         if args.instances == "auto":
             instances = instances_for(whole, model)
         elif args.instances.isdigit() and int(args.instances) > 0:
@@ -771,6 +791,7 @@ def main(argv: list[str] | None = None) -> int:
     result = replay(trace, layout, pool_fraction=1.0 if args.pool == "full" else 0.5, model=model,
                     log=lambda line: print(line, flush=True), tier=tier, turns=args.turns)
     result.update(trace=str(args.trace), pool=args.pool, instances=instances, instance=args.instance,
+                  short_prompts=args.short_prompts,
                   python=platform.python_version(), vllm=vllm.__version__,
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if args.json is not None:

@@ -31,19 +31,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import mooncake, replay_layouts  # noqa: E402
-from benchmarks.replay import LOOKUP_SHARE_MAX  # noqa: E402
+from benchmarks.replay import LOOKUP_SHARE_MAX, split  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_COPY = ROOT / "docs" / "img" / "replay-cdf.png"
 QUICK_REQUESTS = 12
 
 
-def run_one(layout: str, pool: str, requests: int | None, trace: Path, out: Path) -> dict[str, Any]:
+def run_one(layout: str, pool: str, requests: int | None, trace: Path, out: Path,
+            short_prompts: int | None = None) -> dict[str, Any]:
     """One ``python -m benchmarks.replay`` run; its receipt."""
     cmd = [sys.executable, "-m", "benchmarks.replay", "--trace", str(trace), "--layout", layout,
            "--pool", pool, "--json", str(out)]
     if requests is not None:
         cmd += ["--requests", str(requests)]
+    if short_prompts is not None:
+        cmd += ["--short-prompts", str(short_prompts)]
     print("$", " ".join(cmd[1:]), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -101,7 +104,9 @@ def plot(runs: list[dict[str, Any]], out: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("scheduler ms per step (schedule + update_from_output)")
         ax.set_ylabel("fraction of steps")
-        ax.set_title(f"{layout}, {runs[0]['requests']:,} requests")
+        short = runs[0].get("short_prompts")
+        ax.set_title(f"{layout}, {runs[0]['requests']:,} requests"
+                     + ("" if short is None else f" of <= {short:,} prompt tokens"))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -153,11 +158,17 @@ def report(runs: list[dict[str, Any]], requests: int | None, stamp: str, *, quic
     for r in runs:
         share_ok = r["on"]["lookup_share"] <= LOOKUP_SHARE_MAX
         ok &= r["identical"]
+        sp = r.get("split") or split(r["off"], r["on"], r["steps"])
         print(f"target {r['layout']} {r['pool']}: identical=yes {'PASS' if r['identical'] else 'MISS'}; "
               f"lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% with the plugin on "
-              f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%)")
-    name = "replay-quick" if quick else (
-        f"replay-trace-{stamp}" if requests is None else f"replay-{requests}-{stamp}")
+              f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%); "
+              f"scheduler >= 1.00x {'PASS' if r['speedup'] >= 1.0 else 'MISS'} ({r['speedup']:.2f}x: "
+              f"{sp['saved_in_lookups_ms']:.0f} ms saved in lookups, {sp['added_elsewhere_ms']:+.0f} ms "
+              f"elsewhere, {sp['added_elsewhere_us_per_step']:+.1f} µs per step)")
+    short = runs[0].get("short_prompts") if runs else None
+    kind = "replay" if short is None else f"replay-short{short}"
+    name = "replay-quick" if quick and short is None else f"{kind}-quick" if quick else (
+        f"{kind}-trace-{stamp}" if requests is None else f"{kind}-{requests}-{stamp}")
     receipt = RESULTS / f"{name}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     pools = [pool for pool in ("full", "half") if any(r["pool"] == pool for r in runs)]
@@ -170,7 +181,7 @@ def report(runs: list[dict[str, Any]], requests: int | None, stamp: str, *, quic
         png = receipt.with_suffix(".png")
         plot(runs, png)
         # The README's copy only from a run of every layout.
-        if set(layouts) == set(replay_layouts.names()):
+        if set(layouts) == set(replay_layouts.names()) and short is None:
             PLOT_COPY.parent.mkdir(parents=True, exist_ok=True)
             PLOT_COPY.write_bytes(png.read_bytes())
             print(f"plot {png.relative_to(ROOT)} (copied to {PLOT_COPY.relative_to(ROOT)})")
@@ -187,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", default="2000", help="the first N requests, or 'all'")
     parser.add_argument("--pools", default="full", help="comma-separated: full, half")
     parser.add_argument("--layouts", default=",".join(replay_layouts.names()))
+    parser.add_argument("--short-prompts", type=int, default=None, metavar="TOKENS",
+                        help="the trace cut to its requests of at most TOKENS prompt tokens")
     parser.add_argument("--quick", action="store_true",
                         help=f"the trace's first {QUICK_REQUESTS} requests per layout: "
                              "every path, no meaningful timing")
@@ -210,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         requests = QUICK_REQUESTS
     if not args.trace.is_file():
         parser.error(f"--trace: no such file {args.trace}")
+    if args.short_prompts is not None and args.short_prompts < 1:
+        parser.error(f"--short-prompts must be a positive int, got {args.short_prompts}")
     pools = args.pools.split(",")
     if set(pools) - {"full", "half"}:
         parser.error(f"--pools must list full and/or half, got {args.pools!r}")
@@ -221,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         for layout in layouts:
             for pool in pools:
                 runs.append(run_one(layout, pool, requests, args.trace,
-                                    Path(tmp) / f"{layout}-{pool}.json"))
+                                    Path(tmp) / f"{layout}-{pool}.json", args.short_prompts))
     return report(runs, requests, stamp, quick=args.quick, layouts=layouts)
 
 

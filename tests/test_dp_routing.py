@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import time
@@ -227,17 +228,14 @@ def _wait(condition, seconds: float = 10.0) -> bool:
     return condition()
 
 
-def test_events_are_read_on_the_poller_thread(tmp_path) -> None:
+@contextlib.contextmanager
+def publishing_ranks(tmp_path, scenario, rng: random.Random, subscriber: type = Subscriber):
     """Two ranks, each a real ``KVCacheManager`` behind vLLM's real
-    ``ZmqEventPublisher``: the router's poller thread replays what was sent
-    before it subscribed and follows the streams; requests routed meanwhile
-    never poll or replay on the request thread; the index ends equal to the
-    managers; ``close()`` stops the thread and closes the sockets."""
-    from test_kv_index import _publish_some
+    ``ZmqEventPublisher`` (ipc), an index of both, a subscriber per rank
+    that has not replayed yet and a router; torn down on exit."""
     from vllm.distributed.kv_events import ZmqEventPublisher
 
-    rng = random.Random(31)
-    replicas = [Replica(SCENARIOS[0], rng) for _ in range(2)]
+    replicas = [Replica(scenario, rng) for _ in range(2)]
     pubs = [ZmqEventPublisher(0, endpoint=f"ipc://{tmp_path}/pub{r}",
                               replay_endpoint=f"ipc://{tmp_path}/replay{r}", buffer_steps=1000)
             for r in range(2)]
@@ -246,10 +244,29 @@ def test_events_are_read_on_the_poller_thread(tmp_path) -> None:
         index = KVIndex()
         for r, replica in enumerate(replicas):
             index.add_replica(f"dp{r}", replica.layout)
-        published = [_publish_some(replicas[r], pubs[r], 5) for r in range(2)]
-        subs = [CountingSubscriber(index, f"dp{r}", f"ipc://{tmp_path}/pub{r}",
-                                   f"ipc://{tmp_path}/replay{r}", replay_on_start=False)
+        subs = [subscriber(index, f"dp{r}", f"ipc://{tmp_path}/pub{r}",
+                           f"ipc://{tmp_path}/replay{r}", replay_on_start=False)
                 for r in range(2)]
+        yield replicas, pubs, index, subs, router
+    finally:
+        router.close()
+        for pub in pubs:
+            pub.shutdown()
+        for replica in replicas:
+            replica.close()
+
+
+def test_events_are_read_on_the_poller_thread(tmp_path) -> None:
+    """Two ranks, each a real ``KVCacheManager`` behind vLLM's real
+    ``ZmqEventPublisher``: the router's poller thread replays what was sent
+    before it subscribed and follows the streams; requests routed meanwhile
+    never poll or replay on the request thread; the index ends equal to the
+    managers; ``close()`` stops the thread and closes the sockets."""
+    from test_kv_index import _publish_some
+
+    rng = random.Random(31)
+    with publishing_ranks(tmp_path, SCENARIOS[0], rng, CountingSubscriber) as (replicas, pubs, index, subs, router):
+        published = [_publish_some(replicas[r], pubs[r], 5) for r in range(2)]
         router.attach(index, ["dp0", "dp1"], subs)
         client = _client(2)
         client.__dict__[dp_routing._ROUTER_ATTR] = router
@@ -278,12 +295,6 @@ def test_events_are_read_on_the_poller_thread(tmp_path) -> None:
         router.close()
         assert not router.poller_alive()
         assert all(sub._sub.closed for sub in subs)
-    finally:
-        router.close()
-        for pub in pubs:
-            pub.shutdown()
-        for replica in replicas:
-            replica.close()
 
 
 def test_prepare_never_waits_on_a_replay(tmp_path) -> None:

@@ -237,9 +237,7 @@ def test_poison_batch_group_idx_out_of_range(tmp_path) -> None:
         try:
             published = _publish_some(replica, pub, 10)
             _follow(sub, published)
-            pub.publish(KVEventBatch(ts=time.time(), events=[
-                BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
-            pub._event_queue.join()
+            _publish_refused(pub)
             published += 1
             for _ in range(15):
                 published += _publish_some(replica, pub, 1)
@@ -326,17 +324,41 @@ def test_publisher_restart(tmp_path, seen_by) -> None:
         assert sub.complete and sub.next_seq == published
         _check(f"publisher-restart-{seen_by}", sub, new, index, others=(old,))
     finally:
-        sub.close()
-        if pub2 is not None:
-            pub2.shutdown()
-        if new is not None:
-            new.close()
-        old.close()
+        _close(sub, pub2, new, old)
 
 
 def _held(index: KVIndex, name: str) -> list[dict[int, int]]:
     """Per group, each key's count in a reference-core index."""
     return [dict(keys.counts) for keys in index._replica(name).keys]
+
+
+def _publish_refused(pub: ZmqEventPublisher) -> None:
+    """One batch the index refuses (a ``group_idx`` the layout does not
+    have), sent before this returns."""
+    pub.publish(KVEventBatch(ts=time.time(), events=[
+        BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
+    pub._event_queue.join()
+
+
+def _publish_cleared(replica: Replica, pub: ZmqEventPublisher) -> None:
+    """vLLM's ``reset_prefix_cache`` on the replica (its requests freed
+    first), and the ``AllBlocksCleared`` batch it makes, sent."""
+    replica.close()
+    replica.live = []
+    assert replica.manager.reset_prefix_cache()
+    pub.publish(KVEventBatch(ts=time.time(), events=replica.manager.take_events()))
+    pub._event_queue.join()
+
+
+def _close(sub: Subscriber, pub: ZmqEventPublisher | None, *replicas: Replica | None) -> None:
+    """A restart test's teardown: the subscriber, the second publisher and
+    the replicas that were made."""
+    sub.close()
+    if pub is not None:
+        pub.shutdown()
+    for replica in replicas:
+        if replica is not None:
+            replica.close()
 
 
 def _watched(kind: type[Subscriber]) -> type[Subscriber]:
@@ -437,12 +459,7 @@ def test_restart_race(tmp_path, seen_by) -> None:
         assert sub.wrong == 0, (line, sub.stats)
         _check(f"restart-race-{seen_by}", sub, new, index, others=(old,))
     finally:
-        sub.close()
-        if pub2 is not None:
-            pub2.shutdown()
-        if new is not None:
-            new.close()
-        old.close()
+        _close(sub, pub2, new, old)
 
 
 def test_killed_publisher(tmp_path) -> None:
@@ -586,8 +603,7 @@ def test_a_reset_replica_is_complete_again_after_a_clear(tmp_path) -> None:
         try:
             published = _publish_some(replica, pub, 10)
             _follow(sub, published)
-            pub.publish(KVEventBatch(ts=time.time(), events=[
-                BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
+            _publish_refused(pub)
             refused_at = published
             published += 1
             for _ in range(8):
@@ -595,10 +611,7 @@ def test_a_reset_replica_is_complete_again_after_a_clear(tmp_path) -> None:
                 _drive(sub, published)
             assert sub.stats["refused"] == 1 and not sub.complete
             _check("refused-before-clear", sub, replica, index)
-            replica.close()
-            replica.live = []
-            assert replica.manager.reset_prefix_cache()
-            pub.publish(KVEventBatch(ts=time.time(), events=replica.manager.take_events()))
+            _publish_cleared(replica, pub)
             published += 1
             _drive(sub, published)
             assert sub.complete and sub.stats["complete_after_clear"] == 1, sub.stats
@@ -623,29 +636,15 @@ def test_one_refused_batch_keeps_exact_routing(tmp_path) -> None:
     ``reset_prefix_cache`` on rank 1 then makes it complete again; the time
     from that batch's publication until the router reads rank 1 as complete
     is recorded."""
-    from test_dp_routing import _client, _request, _wait
-
-    from vllm_adapter import dp_routing
+    from test_dp_routing import _client, _request, _wait, publishing_ranks
 
     rng = random.Random(43)
-    replicas = [Replica(SCENARIOS[6], rng) for _ in range(2)]
-    pubs = [ZmqEventPublisher(0, endpoint=f"ipc://{tmp_path}/pub{r}",
-                              replay_endpoint=f"ipc://{tmp_path}/replay{r}", buffer_steps=1000)
-            for r in range(2)]
-    router = dp_routing.Router(tokens_per_load=0.0)
-    try:
-        index = KVIndex()
-        for r, replica in enumerate(replicas):
-            index.add_replica(f"dp{r}", replica.layout)
-        subs = [Subscriber(index, f"dp{r}", f"ipc://{tmp_path}/pub{r}",
-                           f"ipc://{tmp_path}/replay{r}", replay_on_start=False)
-                for r in range(2)]
+    with publishing_ranks(tmp_path, SCENARIOS[6], rng) as (replicas, pubs, index, subs, router):
         router.attach(index, ["dp0", "dp1"], subs)
         published = [_publish_some(replicas[r], pubs[r], 10) for r in range(2)]
         assert _wait(lambda: router.ready and all(
             sub.complete and sub.next_seq >= n for sub, n in zip(subs, published)))
-        pubs[1].publish(KVEventBatch(ts=time.time(), events=[
-            BlockRemoved(block_hashes=[1], medium="GPU", group_idx=99)]))
+        _publish_refused(pubs[1])
         assert _wait(lambda: subs[1].stats["refused"] == 1)
         client = _client(2)
         routed = over = 0
@@ -659,11 +658,8 @@ def test_one_refused_batch_keeps_exact_routing(tmp_path) -> None:
             truth = [r.manager.get_computed_blocks(r.request("probe", prompt))[1] for r in replicas]
             over += any(hit > want for hit, want in zip(prepared[0], truth))
         assert router.unsure["dp1 index reset: scored 0"] == routed
-        replicas[1].close()
-        replicas[1].live = []
-        assert replicas[1].manager.reset_prefix_cache()
         start = time.monotonic()
-        pubs[1].publish(KVEventBatch(ts=time.time(), events=replicas[1].manager.take_events()))
+        _publish_cleared(replicas[1], pubs[1])
         assert _wait(lambda: subs[1].complete)
         recovered_ms = (time.monotonic() - start) * 1000
         assert router.prepare(client, _request("after", replicas[1].work.prompt())) is not None
@@ -673,12 +669,6 @@ def test_one_refused_batch_keeps_exact_routing(tmp_path) -> None:
         FAULT_LINES.append(line)
         print(line)
         assert routed == 50 and over == 0, line
-    finally:
-        router.close()
-        for pub in pubs:
-            pub.shutdown()
-        for replica in replicas:
-            replica.close()
 
 
 def test_a_reset_replica_rebuilds_from_seq_0_while_the_replay_holds_it(tmp_path) -> None:

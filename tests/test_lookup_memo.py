@@ -252,8 +252,8 @@ def test_memory_is_off_on_unknown_sources(monkeypatch: pytest.MonkeyPatch) -> No
 
     real = fingerprint.installed_digests
 
-    def one_changed(binding: Any) -> dict[str, str | None]:
-        digests = real(binding)
+    def one_changed(binding: Any, *rest: Any) -> dict[str, str | None]:
+        digests = real(binding, *rest)
         if binding.name == "lookup_memo":
             digests["BlockHashToBlockMap.pop"] = "0" * 64
         return digests
@@ -265,14 +265,19 @@ def test_memory_is_off_on_unknown_sources(monkeypatch: pytest.MonkeyPatch) -> No
     assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
 
 
+def _one_waiting(seed: int) -> tuple[Workload, Any, Any]:
+    """A fresh one-scenario workload with one waiting request: the
+    workload, its pool's hash map and the request."""
+    [work] = run_workloads(seed=seed, steps=0, scenarios=[SCENARIOS[0]])
+    work.callers_change_lists = False
+    work.new_request()
+    return work, work.manager.block_pool.cached_block_hash_to_block, work.waiting[0]
+
+
 def test_the_watch_lives_only_while_something_is_remembered() -> None:
     """No cost when nothing is remembered: the maps carry vLLM's own insert
     and pop again once the memory forgot."""
-    [work] = run_workloads(seed=3, steps=0, scenarios=[SCENARIOS[0]])
-    work.callers_change_lists = False
-    block_map = work.manager.block_pool.cached_block_hash_to_block
-    work.new_request()
-    request = work.waiting[0]
+    work, block_map, request = _one_waiting(seed=3)
     work.lookup(request)
     assert "insert" not in vars(block_map)  # seen once: nothing remembered yet
     work.lookup(request)
@@ -440,11 +445,7 @@ def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
     map keeps the memory's watching insert and pop."""
     from vllm_adapter import lookup_memo
 
-    [work] = run_workloads(seed=4, steps=0, scenarios=[SCENARIOS[0]])
-    work.callers_change_lists = False
-    block_map = work.manager.block_pool.cached_block_hash_to_block
-    work.new_request()
-    request = work.waiting[0]
+    work, block_map, request = _one_waiting(seed=4)
     work.lookup(request)
     work.lookup(request)
     coordinator = work.manager.coordinator
@@ -453,3 +454,28 @@ def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
     assert "insert" not in vars(block_map) and "pop" not in vars(block_map)
     assert lookup_memo.MEMO_ATTR not in vars(coordinator)
     assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
+
+
+def test_a_batch_of_distinct_lookups_is_never_remembered() -> None:
+    """Issue 45: a batch of 8 distinct waiting requests (longer than the
+    memory's window), looked up in turn again and again (a benchmark's batch,
+    a long queue), is never remembered, watched or copied: each lookup is a
+    first one. A request looked up again within the window is remembered,
+    as the blocked head of vLLM's waiting queue is."""
+    from vllm_adapter import lookup_memo
+
+    work, block_map, _ = _one_waiting(seed=5)
+    assert lookup_memo.SEEN_WINDOW < 8
+    while len(work.waiting) < 8:
+        work.new_request()
+    for _ in range(3):
+        for request in work.waiting:
+            work.lookup(request)
+    assert memo_stats()["remembered"] == 0 and memo_stats()["hits"] == 0
+    assert "insert" not in vars(block_map)
+    head = work.waiting[-1]
+    work.lookup(head)  # again right after its last lookup
+    assert memo_stats()["remembered"] == 1 and "insert" in vars(block_map)
+    work.lookup(head)
+    assert memo_stats()["hits"] == 1
+    assert work.mismatches == 0, work.first_mismatch

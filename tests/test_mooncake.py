@@ -58,6 +58,15 @@ def test_lengths_scale_and_cap(trace: list[mooncake.TraceRequest]) -> None:
     assert all(FIRST <= t <= LAST for t in mooncake.prompt_ids(trace[0], first=FIRST, last=LAST))
 
 
+def test_the_trace_cut_to_short_prompts() -> None:
+    """``max_input``: the first N of the requests whose prompt is at most
+    that long, in the trace's order, arrival times kept."""
+    whole = mooncake.load(limit=3000)
+    short = mooncake.load(limit=500, max_input=4096)
+    assert len(short) == 500 and all(r.input_length <= 4096 for r in short)
+    assert short == [r for r in whole if r.input_length <= 4096][:500]
+
+
 def test_a_block_is_the_same_wherever_it_appears() -> None:
     a = mooncake.TraceRequest(0, 1024, 1, (7, 8))
     b = mooncake.TraceRequest(0, 1024, 1, (9, 7))
@@ -76,6 +85,9 @@ def test_bad_input(tmp_path: Path) -> None:
         mooncake.prompt_ids(r, first=FIRST, last=LAST, max_tokens=0)
     with pytest.raises(ValueError, match="limit"):
         mooncake.load(tmp_path / "none", limit=-1)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="max_input"):
+            mooncake.load(tmp_path / "none", max_input=bad)
     rows = {
         "notjson.jsonl": "{",
         "short.jsonl": json.dumps({"timestamp": 0, "input_length": 600, "output_length": 1,

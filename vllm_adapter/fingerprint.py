@@ -331,11 +331,13 @@ def foreign_sources(binding: Binding) -> dict[str, str]:
     return foreign
 
 
-def installed_digests(binding: Binding) -> dict[str, str | None]:
+def installed_digests(binding: Binding, foreign: dict[str, str] | None = None) -> dict[str, str | None]:
     """Each source's fingerprint in the installed vLLM (None where it
     cannot be found or read, or where other code has replaced or wrapped
-    it: ``foreign_sources``), the plugin's own replacements read through."""
-    foreign = foreign_sources(binding)
+    it: ``foreign``, ``foreign_sources`` when not given), the plugin's own
+    replacements read through."""
+    if foreign is None:
+        foreign = foreign_sources(binding)
     digests: dict[str, str | None] = {}
     for source in binding.sources:
         if source.name in foreign:
@@ -426,8 +428,8 @@ def match(binding: Binding, digests: dict[str, str | None]) -> Match:
 def check(binding: Binding) -> Match:
     """The installed vLLM against the known variants of ``binding``; a
     source that other code has replaced or wrapped is not the known code."""
-    found = match(binding, installed_digests(binding))
     foreign = foreign_sources(binding)
+    found = match(binding, installed_digests(binding, foreign))
     if foreign:
         found = replace(found, foreign=tuple(sorted(foreign.items())))
     return found

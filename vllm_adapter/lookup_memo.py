@@ -37,8 +37,13 @@ the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
   memory holds the list and its last element, so equal length and the very
   same last element pin its contents.
 
-A request is remembered at its second identical lookup (the first one only
-marks it), so a request admitted at its first lookup costs nothing more.
+A request is remembered at its second identical lookup while its first is
+among the coordinator's last ``SEEN_WINDOW`` distinct lookups (the first
+only marks it): vLLM's scheduler looks its blocked head up again at its
+next step with at most a few other lookups between, while a batch of
+distinct requests looked up in turn (any batch longer than the window, in
+any order) is never remembered and costs only the marks. A request
+admitted at its first lookup costs nothing more.
 The result's block lists are copied on the way in and on the way out:
 vLLM's caller may change the lists it gets.
 """
@@ -58,8 +63,9 @@ GROUP_ID_BYTES = 4
 # At most this many remembered answers per coordinator (the waiting queue's
 # blocked head, and the few requests vLLM skips over, in practice one).
 MAX_REMEMBERED = 8
-# At most this many requests marked as seen once; then the marks start over.
-MAX_SEEN = 256
+# The marks of the last this many distinct lookups: a lookup repeats one of
+# them to be remembered (the oldest mark leaves first).
+SEEN_WINDOW = 4
 # The map methods that write it (``clear`` from vLLM 0.34.0 on), shadowed
 # on the map object while an answer is remembered.
 WATCHED_WRITES = ("insert", "pop", "clear")
@@ -135,8 +141,8 @@ class LookupMemo:
         if marked is not None and marked.matches(hashes, max_length):
             self._remember(marked, result)
         else:
-            if len(self.seen) >= MAX_SEEN:
-                self.seen.clear()
+            if len(self.seen) >= SEEN_WINDOW:
+                del self.seen[next(iter(self.seen))]
             self.seen[key] = _Entry(hashes, max_length)
         return result
 

@@ -89,37 +89,32 @@ def _make_update(original: Callable[[Any], None]) -> Callable[[Any], None]:
         _counters.calls += 1
         # Most calls find no group with a new chunk (a running request
         # between chunk boundaries): vLLM's loop appends nothing then, and
-        # reads the request's hashes only when there is a group.
+        # reads the request's hashes only when there is a group. The
+        # request's context is checked once, at the first group with work.
         count = -1
+        checked = False
         for group_config, group_state in zip(self.config.kv_group_configs, self.group_states):
+            stride = group_config.hashes_per_chunk
+            keys = group_state.offload_keys
             if count < 0:
                 hashes = getattr(self.req, "block_hashes", None)
-                if type(hashes) is not list:
-                    break
-                count = len(hashes)
-            stride = group_config.hashes_per_chunk
-            keys = group_state.offload_keys
-            if not (type(stride) is int and stride >= 1 and type(keys) is list
-                    and stride * (len(keys) + 1) > count):
-                break
-        else:
-            _counters.answered += 1
-            return None
-        if not modelled(self):
-            _counters.delegated += 1
-            return original(self)
-        hashes = self.req.block_hashes
-        positions = self.req_context._offload_key_positions
-        for group_config, group_state in zip(self.config.kv_group_configs, self.group_states):
-            stride = group_config.hashes_per_chunk
-            tokens = group_config.tokens_per_chunk
-            group_idx = group_config.group_idx
-            keys = group_state.offload_keys
-            if (type(stride) is not int or stride < 1 or type(tokens) is not int or tokens < 1
-                    or type(group_idx) is not int or type(keys) is not list):
+                count = len(hashes) if type(hashes) is list else -1
+            if count < 0 or type(stride) is not int or stride < 1 or type(keys) is not list:
                 _counters.delegated += 1
                 return original(self)  # this group and the rest, as vLLM does them
             done = len(keys)
+            if stride * (done + 1) > count:
+                continue  # no new chunk in this group
+            tokens = group_config.tokens_per_chunk
+            group_idx = group_config.group_idx
+            if type(tokens) is not int or tokens < 1 or type(group_idx) is not int:
+                _counters.delegated += 1
+                return original(self)
+            if not checked:
+                if not modelled(self):
+                    _counters.delegated += 1
+                    return original(self)
+                checked = True
             try:
                 suffix = group_idx.to_bytes(4, "big", signed=False)
                 new = [block_hash + suffix for block_hash in hashes[stride * (done + 1) - 1::stride]]
@@ -129,7 +124,7 @@ def _make_update(original: Callable[[Any], None]) -> Callable[[Any], None]:
                 _counters.delegated += 1
                 return original(self)
             keys.extend(new)
-            positions.update(new_positions)
+            self.req_context._offload_key_positions.update(new_positions)
         _counters.answered += 1
         return None
 

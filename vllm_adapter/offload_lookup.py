@@ -364,7 +364,7 @@ def _make_prefix_answer() -> Callable[..., Any]:
     return answer
 
 
-def _prefix_lookup(answer: Callable[[Any, Any], Any], original: Callable[..., Any],
+def _prefix_lookup(answer: Callable[..., Any], original: Callable[..., Any],
                    on_error: Callable[[BaseException], None]) -> Callable[..., Any]:
     """The replacement ``_maximal_prefix_lookup`` around vLLM's ``original``."""
 
@@ -388,7 +388,7 @@ def _prefix_lookup(answer: Callable[[Any, Any], Any], original: Callable[..., An
     return _maximal_prefix_lookup
 
 
-def _prefix_shadow(answer: Callable[[Any, Any], Any], original: Callable[..., Any],
+def _prefix_shadow(answer: Callable[..., Any], original: Callable[..., Any],
                    on_shadow: Callable[[Any, Any, dict[str, Any]], None]) -> Callable[..., Any]:
     """vLLM answers; ours is compared where it would answer (it reads
     only, so running it changes nothing)."""
