@@ -162,7 +162,7 @@ def report(runs: list[dict[str, Any]], requests: int | None, stamp: str, *, quic
         print(f"target {r['layout']} {r['pool']}: identical=yes {'PASS' if r['identical'] else 'MISS'}; "
               f"lookups <= {100 * LOOKUP_SHARE_MAX:.0f}% with the plugin on "
               f"{'PASS' if share_ok else 'MISS'} ({100 * r['on']['lookup_share']:.2f}%); "
-              f"scheduler >= 1.00x {'PASS' if r['speedup'] >= 1.0 else 'MISS'} ({r['speedup']:.2f}x: "
+              f"scheduler >= 1.00x {'PASS' if r['speedup'] >= 1.0 else 'MISS'} ({r['speedup']:.3f}x: "
               f"{sp['saved_in_lookups_ms']:.0f} ms saved in lookups, {sp['added_elsewhere_ms']:+.0f} ms "
               f"elsewhere, {sp['added_elsewhere_us_per_step']:+.1f} µs per step)")
     short = runs[0].get("short_prompts") if runs else None
