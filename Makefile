@@ -204,6 +204,7 @@ bench: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/bench_kv_index.py
 	$(PY) benchmarks/bench_interpreters.py
 	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
+	$(PY) benchmarks/replay_suite.py --requests 1000 --pools full --short-prompts 4096
 	$(PY) benchmarks/tier_sweep.py --layouts gemma-3-27b --gib 0,128,256,512 --requests 2000
 
 # A short host-tier replay (vLLM's OffloadingConnector, benchmarks/host_tier.py):
