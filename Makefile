@@ -70,7 +70,9 @@ help:
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
-setup: $(STAMP) apt-tools
+# No root: only the proofs (verify-c, and so check) need the Frama-C tools,
+# which apt-tools installs.
+setup: $(STAMP)
 
 # vLLM 0.33.0 pins a CUDA torch: install the CPU torch first, then vLLM and
 # its pure-Python imports without dependency resolution (requirements/*.txt).
@@ -206,6 +208,8 @@ bench: setup lib ext $(LIB_BENCH) build/releases/0.34.0/.stamp
 	$(PY) benchmarks/replay_suite.py --requests 2000 --pools full
 	$(PY) benchmarks/replay_suite.py --requests 1000 --pools full --short-prompts 4096
 	$(PY) benchmarks/tier_sweep.py --layouts gemma-3-27b --gib 0,128,256,512 --requests 2000
+	@if command -v frama-c >/dev/null; then echo "make bench: done (the proofs are make verify-c, part of make check)"; \
+	else echo "make bench: done; the proofs were not part of it (no Frama-C here: make verify-c or make check installs it, with root)"; fi
 
 # A short host-tier replay (vLLM's OffloadingConnector, benchmarks/host_tier.py):
 # the sweep's quick run on 0.33.0 (both store filters), this one on 0.34.0;

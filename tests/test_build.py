@@ -153,3 +153,16 @@ def test_units_name_proved_cores_and_glue_that_exist() -> None:
     assert done.stdout.split() == units.UNITS["hotpath-core"] + units.UNITS["kv-glue"]
     refused = subprocess.run(script + ["hotpath"], capture_output=True, text=True)
     assert refused.returncode == 2 and "hotpath-core" in refused.stderr
+
+
+@pytest.mark.parametrize("target", ["setup", "bench", "test"])
+def test_the_main_job_needs_no_root(target: str) -> None:
+    """Issue 43: ``make setup``, ``make bench`` and ``make test`` install
+    nothing with apt (only the proofs need the Frama-C tools, and only
+    ``verify-c`` and ``check`` depend on ``apt-tools``): ``make -n`` of each,
+    every prerequisite remade, names neither apt-get nor sudo."""
+    dry = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "apt-get" not in dry.stdout and "sudo" not in dry.stdout, dry.stdout[-2000:]
+    check = subprocess.run(["make", "-n", "-B", "verify-c"], cwd=ROOT, capture_output=True, text=True)
+    assert "apt-get" in check.stdout  # the proofs still install their tools

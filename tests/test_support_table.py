@@ -54,3 +54,13 @@ def test_a_different_patched_cell_fails() -> None:
 def test_a_failed_suite_fails() -> None:
     failures, _ = _check([_receipt(failed=1)], [_receipt(failed=1)])
     assert failures == ["vllm-0.33.0-cpython-3.11.7: a suite failed"]
+
+
+def test_a_skipped_run_makes_no_row() -> None:
+    """Issue 43: the table describes releases, not the machine that made it:
+    a run skipped for want of an interpreter makes no row, and a README
+    without that row still matches."""
+    skipped = dict(_receipt(python="3.14.0"), suites=[], skipped_reason="no python3.14 interpreter here",
+                   ok=False)
+    assert "3.14" not in support_table.table([_receipt(), skipped])
+    assert _check([_receipt()], [_receipt(), skipped]) == ([], [])

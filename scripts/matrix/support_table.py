@@ -12,9 +12,10 @@ the extension's fast paths, and the suites that ran with their counts.
 when the README claims what the run does not show: a row the run did not
 make or a row it made that the README lacks (vLLM, CPython, arch), a
 different "patched" cell, or a suite that failed. The other cells depend
-on the machine (test counts with their skips, an interpreter that is not
-installed, the CPU's fast paths): a difference there is printed, not
-failed on.
+on the machine (test counts with their skips, the CPU's fast paths): a
+difference there is printed, not failed on. The table describes releases,
+not the machine that made it: a receipt that ran nothing (an interpreter
+that is not installed) makes no row, and the check says so.
 """
 
 from __future__ import annotations
@@ -44,14 +45,11 @@ def patched(vllm: str | None) -> str:
 
 def row(receipt: dict) -> str:
     ext = receipt.get("extension") or {}
-    if receipt.get("skipped_reason"):
-        ran = f"SKIPPED: {receipt['skipped_reason']}"
-    else:
-        ran = "; ".join(
-            f"{s['name']} {s['passed']} passed" + (f", {s['skipped']} skipped" if s.get("skipped") else "")
-            + (f", {s['failed'] + s['errors']} FAILED" if s["failed"] + s["errors"] else "")
-            for s in receipt.get("suites", [])
-        )
+    ran = "; ".join(
+        f"{s['name']} {s['passed']} passed" + (f", {s['skipped']} skipped" if s.get("skipped") else "")
+        + (f", {s['failed'] + s['errors']} FAILED" if s["failed"] + s["errors"] else "")
+        for s in receipt.get("suites", [])
+    )
     fast = "not built" if not ext.get("built") else (
         f"read-ahead {'on' if ext.get('read_ahead') else 'off'}, hash {ext.get('hash')}"
     )
@@ -69,8 +67,13 @@ def receipts_of(directory: Path) -> list[dict]:
     return out
 
 
+def ran(receipts: list[dict]) -> list[dict]:
+    """The receipts of runs that ran (not skipped on this machine)."""
+    return [r for r in receipts if not r.get("skipped_reason")]
+
+
 def table(receipts: list[dict]) -> str:
-    rows = [(r.get("vllm") or "", r.get("python") or "", r.get("arch") or "", row(r)) for r in receipts]
+    rows = [(r.get("vllm") or "", r.get("python") or "", r.get("arch") or "", row(r)) for r in ran(receipts)]
     lines = [
         "| vLLM | CPython | arch | patched | native fast paths | what ran | ok |",
         "|---|---|---|---|---|---|---|",
@@ -136,6 +139,8 @@ def main() -> int:
         README.write_text(text[:start] + "\n" + made + "\n" + text[end:])
     elif args.check:
         failures, notes = differences(readme_table(), made, receipts)
+        notes += [f"{r['id']}: not run here ({r['skipped_reason']}), so no row"
+                  for r in receipts if r.get("skipped_reason")]
         for note in notes:
             print(f"support table, machine-dependent: {note}")
         if failures:
