@@ -20,9 +20,11 @@ RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
 # The lookup memory's, qualify's, the x86 Triton guard's and the host-tier
 # replay's suites on releases newer than .venv's (0.34+: the map cleared in
 # place, the pool's block ids, the CPU platform's "requires Triton" refusal,
-# the offloading connector's changed outputs), and other code's wrappers.
+# the offloading connector's changed outputs), other code's wrappers, and the
+# corrected offload store filter with the store/lookup findings it fixes.
 RELEASE_NEW_SUITES := memo=tests/test_lookup_memo.py qualify=tests/test_qualify.py \
-	guard=tests/test_triton_guard.py tier=tests/test_host_tier.py wrappers=tests/test_foreign_wrappers.py
+	guard=tests/test_triton_guard.py tier=tests/test_host_tier.py wrappers=tests/test_foreign_wrappers.py \
+	filter=tests/test_offload_filter.py,tests/test_reachable.py
 RELEASE_ENV := PREFIX_CACHE_ADAPTER_CASES=4000 PREFIX_CACHE_COORDINATOR_CASES=800 \
 	PREFIX_CACHE_GLUE_QUICK=1 PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=2000
 

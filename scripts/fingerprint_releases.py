@@ -50,8 +50,10 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # keys (tests/test_offload_keys.py runs in each release's offload suite).
     "offload_keys": ("0.31.0", "0.32.0", "0.33.0", "0.34.0"),
     # Its sources cannot be read on <= 0.32 (get_sliding_window_size_in_chunks
-    # lives in scheduler.py there); the store/lookup findings are 0.33.0's.
-    "offload_filter": ("0.33.0",),
+    # lives in scheduler.py there); the store/lookup findings are 0.33.0's,
+    # re-read on 0.34.0 (docs/store-lookup-agreement.md) and its tests run
+    # in 0.34.0's release suite.
+    "offload_filter": ("0.33.0", "0.34.0"),
     # Data-parallel routing by exact hit: the load score and bookkeeping read
     # on 0.32 and 0.33 (tests/test_dp_routing.py); 0.32 lacks only the
     # streaming-session lines.
@@ -72,6 +74,8 @@ SEMANTICS: dict[str, dict[str, str]] = {
     "sliding_window": {"0.28.0": "block_aligned_only", "0.29.0": "block_aligned_only"},
     # BlockHashToBlockMap stores block ids (_cache[key] -> _blocks[id]).
     "pool_read": {"0.34.0": "block_ids"},
+    # OffloadingConnectorScheduler._lookup pins the tier's junction itself.
+    "offload_filter": {"0.34.0": "junction_pinned"},
 }
 
 OUT = ROOT / "vllm_adapter" / "known_sources.py"

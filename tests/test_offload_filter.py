@@ -504,13 +504,15 @@ def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  
     only A's last window). The corrected store pins B's junction at 320, so
     B's window there is stored and C, diverging at the same point, hits
     320 tokens. vLLM 0.33.0's own code takes the junction from the GPU
-    pool's lookup only: C hits 0 (0.34.0 pins it itself)."""
+    pool's lookup only: C hits 0. vLLM 0.34.0 pins it itself, and the
+    corrected store leaves its ``_lookup`` in place there."""
     from vllm_adapter import offload_filter
 
     env = offload_env
     monkeypatch.setenv(ENV, setting)
     if setting == "corrected":
         assert offload_filter.install()
+    pinned_before = offload_filter.status()["junctions"]
     groups = [(16, None, False), (16, 64, False)]
     manager = env.RecordingManager()
     sched = _offload_scheduler(env, groups, 16, 1, 0, manager)
@@ -527,8 +529,13 @@ def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  
         hits[rid], _ = sched.get_num_new_matched_tokens(req, 0)
         junctions[rid] = req.shared_prefix_boundary
         _store_finished(env, sched, manager, req)
-    if setting == "corrected":
+    vllm_pins = hasattr(_scheduler_class(), "_maybe_register_shared_prefix_junction")
+    if setting == "corrected" or vllm_pins:
         assert (hits, junctions) == ({"B": 0, "C": p}, {"B": p, "C": 0})
-        assert offload_filter.status()["junctions"] >= 1
     else:
         assert (hits, junctions) == ({"B": 0, "C": 0}, {"B": 0, "C": 0})
+    if setting == "corrected":
+        found = offload_filter.status()
+        # Pinned once by whichever code owns the rule, never by both.
+        assert found["junction_rule"] == ("vLLM" if vllm_pins else "plugin")
+        assert found["junctions"] - pinned_before == (0 if vllm_pins else 1)

@@ -729,6 +729,8 @@ def _offload_request(env, rid: str, hashes, n: int, finished: bool, shared: int 
     req.num_tokens = req.num_prompt_tokens = req.num_computed_tokens = n
     req.block_hashes = hashes
     req.skip_reading_prefix_cache = False
+    req.skip_reading_external_kv = False  # 0.34.0's name for it
+    req.resumable = False
     req.shared_prefix_boundary = shared
     req.status = env.RequestStatus.FINISHED_STOPPED if finished else env.RequestStatus.WAITING
     req.is_finished = lambda: finished

@@ -370,7 +370,12 @@ BLOCK_ALIGNED_ONLY = "block_aligned_only"
 # ``_blocks[id]`` (vLLM 0.34's BlockHashToBlockMap); "" there: the value is
 # the block itself, or a dict of them.
 BLOCK_IDS = "block_ids"
-SEMANTICS = ("", BLOCK_ALIGNED_ONLY, BLOCK_IDS)
+# offload_filter: ``OffloadingConnectorScheduler._lookup`` pins the
+# junction the tier's full-attention hit finds itself (vLLM 0.34's
+# ``_maybe_register_shared_prefix_junction``), so the patch leaves it
+# vLLM's; "" there: the patch adds that rule (vllm_adapter/offload_filter.py).
+JUNCTION_PINNED = "junction_pinned"
+SEMANTICS = ("", BLOCK_ALIGNED_ONLY, BLOCK_IDS, JUNCTION_PINNED)
 
 
 @dataclass(frozen=True)

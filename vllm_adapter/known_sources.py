@@ -254,6 +254,39 @@ VARIANTS: dict[str, list[dict]] = {
                     "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
             },
         },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "junction_pinned",
+            "digests": {
+                "OffloadingConnectorScheduler._reachable_store_block_mask":
+                    "906be8378991e4e03b29c17a6a5cc1c92a15ac2f4c5a381c102a61ad63bc52d0",
+                "OffloadingConnectorScheduler._build_store_jobs":
+                    "715cd9e54716fa4ce22b54282a69990ab1b7c50309db87beadcd84e4dd4b8480",
+                "OffloadingConnectorScheduler._lookup_complete_chunks":
+                    "40253d3e6d7116a024f158df311103ead7e9caf9cbed74bcc57e391348c54b57",
+                "OffloadingConnectorScheduler._sliding_window_lookup":
+                    "3a681ea0a5af5de2dc767166e7987de9e5d85595df25a6073ca82ee02b900d5f",
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingConnectorScheduler._lookup":
+                    "f2ea1ff5e35366fe1dbb4724991789511de4beaa9d1b7d16e4eb75262ef2e789",
+                "OffloadingConnectorScheduler.__init__":
+                    "6925ba5f34f1d9751dbbb153147c5c8f50463f2ba9e4466bbc1f6de2705dd09d",
+                "GroupOffloadConfig.load_window_size_in_chunks":
+                    "29ae7785fbbde2bd6f0b9ff69b3bca074675196e8b0f8c21fc63538ca801f511",
+                "SchedulerOffloadConfig.from_spec":
+                    "3ac1862f9856d60f34e82197e85288538d3318a594c521df7b589aca22abeb77",
+                "RequestOffloadState.update_offload_keys":
+                    "c13f786cb1fbc631295fad4005ae05e5576a57445653c4f6e1e622e7694dc106",
+                "RequestOffloadState.storable_chunks":
+                    "2729a06116d8495cbe3604194b9321221a12b2188968e806b14e7b60bb05c650",
+                "get_sliding_window_size_in_chunks":
+                    "f6282cd054fbccf5548836d29bfdfb9afe670b3c804d0f2afb9b312b6aa88967",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+            },
+        },
     ],
     "dp_routing": [
         {

@@ -22,7 +22,18 @@ and the next prompt that diverges there misses it (on the trace under
 pins it itself (``_maybe_register_shared_prefix_junction``); this is that
 rule for 0.33.0: the full-attention groups' hit end, capped as the lookup
 caps it, becomes the junction when it lies past the hit and past the
-junction already set. The lookup's answer is vLLM's own, untouched.
+junction already set. The lookup's answer is vLLM's own, untouched. On
+0.34.0 (the variant's semantics ``junction_pinned``) vLLM's ``_lookup``
+stays in place.
+
+vLLM 0.34.0's store path differs from 0.33.0's only where the model reads
+it as a parameter: an EAGLE group drops its trailing chunk only without
+look-ahead block hashes (``use_lookahead_block_hashes``), so the model's
+``eagle`` flag is that ``apply_eagle_drop``; its lookup lowers the cap by
+the recomputed token before the new-token and load caps, which the
+promised queries (no caps) do not meet; its final-tail reconsideration
+calls the mask again with another final segment, which the corrected mask
+does not read (it is local: docs/store-lookup-agreement.md).
 
 The patch applies only to a vLLM whose offload sources hash to a known
 fingerprint (``fingerprint.OFFLOAD_FILTER``), independently of the
@@ -55,6 +66,7 @@ class _Counters:
     fallbacks: int = 0
     fallback_reason: str = ""
     junctions: int = 0  # junctions pinned from the tier's full-attention hit
+    junction_rule: str = ""  # whose code pins them: "plugin" or "vLLM"
 
 
 _counters = _Counters()
@@ -73,13 +85,22 @@ def install() -> bool:
         _counters.setting = setting
         if setting is OffloadFilter.OFF:
             return registry.refuse(NAME, "setting off")
-        done = registry.install(
-            NAME, lambda found, originals: (_make_mask(originals[0]), _make_lookup(originals[1])), _KEPT
-        )
+        done = registry.install(NAME, _build, _KEPT)
         if done:
             logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s",
                         fingerprint.installed_version())
         return done
+
+
+def _build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The mask's replacement, and ``_lookup``'s: vLLM's own where it pins
+    the tier's junction itself."""
+    mask, lookup = originals
+    if found.semantics == fingerprint.JUNCTION_PINNED:
+        _counters.junction_rule = "vLLM"
+        return _make_mask(mask), lookup
+    _counters.junction_rule = "plugin"
+    return _make_mask(mask), _make_lookup(lookup)
 
 
 def uninstall() -> None:
@@ -101,6 +122,7 @@ def status() -> dict[str, Any]:
         "fallbacks": _counters.fallbacks,
         "fallback_reason": _counters.fallback_reason,
         "junctions": _counters.junctions,
+        "junction_rule": _counters.junction_rule,
     }
 
 
@@ -118,17 +140,21 @@ def offload_groups(scheduler: Any) -> tuple[Any, ...] | str:
         return "partial-tail offloading"
     if getattr(scheduler, "_mamba_align_size", None) is not None:
         return "Mamba alignment"
+    # vLLM 0.34: an EAGLE group drops its trailing chunk only without
+    # look-ahead hashes (0.33.0 has no such setting).
+    eagle_drops = not getattr(scheduler, "use_lookahead_block_hashes", False)
     groups = []
     for gc in config.kv_group_configs:
         spec = gc.kv_cache_spec
         if gc.requires_cow_source:
             return "a group stored from a copy-on-write source"
         if gc.sliding_window_size_in_chunks is None:
-            groups.append(OffloadGroup(gc.tokens_per_chunk, None, 0, gc.is_eagle_group))
+            groups.append(OffloadGroup(gc.tokens_per_chunk, None, 0, gc.is_eagle_group and eagle_drops))
         elif isinstance(spec, SlidingWindowSpec):
             reach = spec.sliding_window - 1 + spec.extra_retained_tokens
             groups.append(
-                OffloadGroup(gc.tokens_per_chunk, gc.sliding_window_size_in_chunks, reach, gc.is_eagle_group)
+                OffloadGroup(gc.tokens_per_chunk, gc.sliding_window_size_in_chunks, reach,
+                             gc.is_eagle_group and eagle_drops)
             )
         else:
             return f"a {type(spec).__name__} group"

@@ -133,6 +133,8 @@ SEMANTICS_SAID = {
         "method, which refuses it on this release",
     fingerprint.BLOCK_IDS:
         "the hash map holds block ids, read as this release reads them",
+    fingerprint.JUNCTION_PINNED:
+        "vLLM's offload lookup pins the tier's junction itself; only the store filter is replaced",
 }
 
 

@@ -46,13 +46,11 @@ RELEASES = ("0.33.0",)
 # Releases without this fix, and why (check.py refuses it there).
 REFUSED = {
     "0.34.0": (
-        "the filter's model (pyspec/offload.py, included in store_filter.py) transcribes "
-        "0.33.0's offload store path and lookup, and 0.34.0 changed both: 8 of the 13 "
-        "functions the adapter's offload_filter binding reads (the EAGLE drop only with "
-        "legacy block hashes, the window - 1 before the load caps, _lookup_partial_tail_hit, "
-        "finished-request store caps, null blocks in src_block_ids) and "
-        "OffloadingConnectorScheduler._reachable_store_block_mask itself (use_eagle off "
-        "with lookahead block hashes); no filter is written for 0.34.0's code"
+        "OffloadingConnectorScheduler._reachable_store_block_mask changed in 0.34.0 "
+        "(use_eagle off with lookahead block hashes, a second call for the final tail) "
+        "and so did the tests this patch updates; no upstream patch is written for "
+        "0.34.0's code (the plugin's opt-in filter applies there: "
+        "docs/store-lookup-agreement.md, On vLLM 0.34.0)"
     ),
 }
 NEW_FILES = {
