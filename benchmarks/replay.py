@@ -179,17 +179,23 @@ def reference_store(built: replay_layouts.Built, prompts: list[tuple[list[int], 
     the GPU pool's (its blocks times one group's block bytes) plus the
     tier's; its groups, windows and block bytes from the scheduler's real
     ``KVCacheConfig``; ``prompts``: each prompt's chained block keys and
-    token count. None for a layout it does not model (a group that is
-    neither full attention nor a sliding window, or unequal block sizes)."""
+    token count; an EAGLE draft's hash look-ahead and last-block drop as
+    the scheduler resolved them (with a KV connector vLLM keeps the legacy
+    hashes and drops). None for a layout it does not model (a group that is
+    neither full attention nor a sliding window, unequal block sizes, a
+    draft in a sliding-window group)."""
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
-    config = built.scheduler.kv_cache_config
+    scheduler = built.scheduler
+    config = scheduler.kv_cache_config
     groups = []
     for group in config.kv_cache_groups:
         spec = group.kv_cache_spec
         if spec.block_size != built.hash_block_size:
             return None
         if isinstance(spec, SlidingWindowSpec):
+            if group.is_eagle_group:
+                return None
             window = spec.sliding_window
         elif isinstance(spec, FullAttentionSpec):
             window = None
@@ -198,9 +204,13 @@ def reference_store(built: replay_layouts.Built, prompts: list[tuple[list[int], 
         groups.append(Group(window, spec.page_size_bytes * len(group.layer_names)))
     pool_bytes = built.num_blocks * max(g.block_bytes for g in groups)
     tier_bytes = 0 if tier is None else int(tier.gib * host_tier.GIB)
-    hits = reference_hits(prompts, built.hash_block_size, groups, pool_bytes + tier_bytes)
+    lookahead = scheduler.num_hash_lookahead_tokens
+    drop = bool(scheduler.use_eagle_block_drop)
+    hits = reference_hits(prompts, built.hash_block_size, groups, pool_bytes + tier_bytes,
+                          hash_lookahead=lookahead, eagle_drop=drop)
     return {"hit_tokens": sum(hits), "pool_bytes": pool_bytes, "tier_bytes": tier_bytes,
-            "groups": [(g.window, g.block_bytes) for g in groups], "per_prompt": hits}
+            "groups": [(g.window, g.block_bytes) for g in groups], "hash_lookahead": lookahead,
+            "eagle_drop": drop, "per_prompt": hits}
 
 
 def step_form(out: Any) -> tuple[Any, ...]:

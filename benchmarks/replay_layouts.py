@@ -50,15 +50,33 @@ MAX_NUM_SEQS = 1024  # ... and its max_num_seqs there
 
 
 @dataclass(frozen=True)
+class Draft:
+    """A speculative-decoding draft (EAGLE/MTP), as vLLM's
+    ``SpeculativeConfig`` takes it: ``method``, ``num_speculative_tokens``
+    and the draft's ``config.json`` (a config-only folder, as the target's).
+    Its attention layers join the KV cache as draft layers (``is_draft``):
+    vLLM marks the group holding them ``is_eagle_group``, and the lookups
+    drop that group's last block (the EAGLE drop)."""
+
+    method: str
+    num_speculative_tokens: int
+    config: dict[str, Any]
+    weights_bytes: int
+
+
+@dataclass(frozen=True)
 class Layout:
-    """One model, as its layout file describes it."""
+    """One model, as its layout file describes it (``draft``: with a
+    speculative-decoding draft; the replay proposes no draft tokens, so the
+    draft changes what the cache stores and looks up, not the decode)."""
 
     name: str
     source: str
     config: dict[str, Any]
-    weights_bytes: int  # the whole model's, over all tensor-parallel ranks
+    weights_bytes: int  # the whole model's, over all tensor-parallel ranks, its draft's included
     active_params: int
     tensor_parallel_size: int = 1
+    draft: Draft | None = None
 
     @property
     def max_model_len(self) -> int:
@@ -91,10 +109,20 @@ def names() -> list[str]:
 
 
 def load(name: str) -> Layout:
-    """The layout ``benchmarks/layouts/NAME.json``."""
+    """The layout ``benchmarks/layouts/NAME.json`` (one with a ``base``
+    is that layout with the draft it names)."""
     if not isinstance(name, str) or name not in names():
         raise ValueError(f"layout must be one of {names()}, got {name!r}")
     body = json.loads((LAYOUT_DIR / f"{name}.json").read_text())
+    if "base" in body:
+        base = load(body["base"])
+        spec = body["draft"]
+        draft = Draft(method=spec["method"], num_speculative_tokens=int(spec["num_speculative_tokens"]),
+                      config=spec["config"], weights_bytes=int(spec["weights_bytes"]))
+        return Layout(name=body["name"], source=f"{base.source}; draft: {spec['source']}",
+                      config=base.config, weights_bytes=base.weights_bytes + draft.weights_bytes,
+                      active_params=base.active_params, tensor_parallel_size=base.tensor_parallel_size,
+                      draft=draft)
     return Layout(name=body["name"], source=body["source"], config=body["config"],
                   weights_bytes=int(body["weights_bytes"]), active_params=int(body["active_params"]),
                   tensor_parallel_size=int(body.get("tensor_parallel_size", 1)))
@@ -136,6 +164,16 @@ def kv_cache_specs(layout: Layout, vllm_config: Any) -> dict[str, Any]:
             specs[f"model.layers.{i}.self_attn.attn"] = FullAttentionSpec(
                 block_size=block_size, num_kv_heads=heads, head_size=head_size,
                 dtype=torch.bfloat16)
+    draft = vllm_config.speculative_config
+    if layout.draft is not None and draft is not None:
+        # The draft's layers are numbered after the target's, as vLLM's
+        # EAGLE heads name them; full attention, marked as draft layers.
+        draft_config = draft.draft_model_config
+        draft_heads = draft_config.get_num_kv_heads(draft.draft_parallel_config)
+        for j in range(int(layout.draft.config["num_hidden_layers"])):
+            specs[f"model.layers.{len(kinds) + j}.self_attn.attn"] = FullAttentionSpec(
+                block_size=block_size, num_kv_heads=draft_heads, head_size=draft_config.get_head_size(),
+                dtype=torch.bfloat16, is_draft=True)
     return specs
 
 
@@ -276,7 +314,14 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
         get_supported_kv_cache_layouts,
         resolve_kv_cache_layout,
     )
-    from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    from vllm.config import (
+        CacheConfig,
+        ModelConfig,
+        ParallelConfig,
+        SchedulerConfig,
+        SpeculativeConfig,
+        VllmConfig,
+    )
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
     from vllm.v1.core.kv_cache_utils import (
         generate_scheduler_kv_cache_config,
@@ -309,9 +354,16 @@ def build_scheduler(layout: Layout, *, pool_fraction: float = 1.0,
                                cache_dtype="auto", enable_prefix_caching=True,
                                kv_offloading_size=(None if offload_gib is None
                                                    else offload_gib * layout.tensor_parallel_size))
+    parallel_config = ParallelConfig(tensor_parallel_size=layout.tensor_parallel_size)
+    speculative_config = None
+    if layout.draft is not None:
+        speculative_config = SpeculativeConfig(
+            method=layout.draft.method, num_speculative_tokens=layout.draft.num_speculative_tokens,
+            model=config_only_model_dir(layout.draft.config, f"replay-{layout.name}-draft-"),
+            target_model_config=model_config, target_parallel_config=parallel_config)
     vllm_config = _vllm_config(lambda: VllmConfig(
         scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config,
-        parallel_config=ParallelConfig(tensor_parallel_size=layout.tensor_parallel_size)))
+        parallel_config=parallel_config, speculative_config=speculative_config))
     if "linear_attention" in layout.layer_types():
         align_hybrid_block_size(vllm_config)
     register_all_kvcache_specs(vllm_config)

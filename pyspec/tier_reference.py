@@ -38,7 +38,21 @@ prompt:
 group and an unbounded budget it is the prefix ceiling (every earlier prompt
 kept); a sliding-window group loses the first prompt to diverge at a new
 point (its window there was never stored), as vLLM's sparse retention does.
-EAGLE draft groups are not modelled.
+
+An EAGLE/MTP draft whose layers sit in a full-attention group changes two
+things, each a parameter:
+
+* ``hash_lookahead`` (vLLM's ``num_hash_lookahead_tokens``: a block's hash
+  also covers that many tokens after it): a prompt has a key for block
+  ``i`` only when it has ``(i + 1) * block + hash_lookahead`` tokens, so
+  only those blocks are stored and looked up;
+* ``eagle_drop`` (vLLM's ``use_eagle_block_drop``, legacy hashes: with a KV
+  connector): the full-attention hit drops its last block before the
+  sliding-window groups check it, so every point a lookup lands on is one
+  block lower (a resend at ``cap - 1``, a longer sibling at ``n - 1``, a
+  junction sibling one block below the shared run).
+
+A draft in a sliding-window group is not modelled.
 """
 
 from __future__ import annotations
@@ -88,11 +102,16 @@ def window_blocks(window: int, block: int) -> int:
 
 
 def reference_hits(prompts: Sequence[Prompt], block: int, groups: Sequence[Group],
-                   capacity_bytes: int | None) -> list[int]:
+                   capacity_bytes: int | None, *, hash_lookahead: int = 0,
+                   eagle_drop: bool = False) -> list[int]:
     """Hit tokens per prompt of the reference store (module docstring);
     ``capacity_bytes`` None: unbounded."""
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
+    if isinstance(hash_lookahead, bool) or not isinstance(hash_lookahead, int) or hash_lookahead < 0:
+        raise ValueError(f"hash_lookahead must be a non-negative int, got {hash_lookahead!r}")
+    if not isinstance(eagle_drop, bool):
+        raise TypeError(f"eagle_drop must be a bool, got {eagle_drop!r}")
     if not groups or not all(isinstance(g, Group) for g in groups):
         raise ValueError("groups must be a non-empty sequence of Group")
     if capacity_bytes is not None and (isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, int)
@@ -126,13 +145,16 @@ def reference_hits(prompts: Sequence[Prompt], block: int, groups: Sequence[Group
         if len(keys) != tokens // block:
             raise ValueError(f"a prompt of {tokens} tokens has {tokens // block} full blocks, "
                              f"got {len(keys)} keys")
-        cap = max(0, tokens - 1) // block  # blocks a hit may cover
+        keyed = max(0, tokens - hash_lookahead) // block  # blocks with a key
+        cap = min(keyed, max(0, tokens - 1) // block)  # blocks a hit may cover
         h = 0
         if full_bytes:
             while h < cap and has(None, keys[h]):
                 h += 1
         else:
             h = cap
+        drop = 1 if eagle_drop else 0
+        h = max(0, h - drop)
         # runs[w][i]: how many of blocks i, i - 1, ... kind w holds in a row.
         runs = {}
         for w in windows:
@@ -152,7 +174,7 @@ def reference_hits(prompts: Sequence[Prompt], block: int, groups: Sequence[Group
         for w, need in windows.items():
             for i in range(max(0, p - need), p):
                 touch(w, keys[i], kinds[w])
-        points = {cap, tokens // block}
+        points = {max(0, cap - drop), max(0, keyed - drop)}
         if p < h:
             points.add(h)
         # Stored last block first, so that a prompt's prefix, which every
@@ -162,7 +184,7 @@ def reference_hits(prompts: Sequence[Prompt], block: int, groups: Sequence[Group
                 for i in range(end - 1, max(0, end - need) - 1, -1):
                     touch(w, keys[i], kinds[w])
         if full_bytes:
-            for key in reversed(keys):
+            for key in reversed(keys[:keyed]):
                 touch(None, key, full_bytes)
         while capacity_bytes is not None and used > capacity_bytes and lru:
             _, nbytes = lru.popitem(last=False)

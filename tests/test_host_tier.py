@@ -205,3 +205,33 @@ def test_a_wrong_offload_lookup_is_caught() -> None:
                       on_patch=_offload_misses())
     assert not r["identical"]
     assert r["steps"] == r["first_difference"]["step"] + 1
+
+
+@pytest.mark.parametrize("gib", [None, 8.0])
+def test_an_eagle_draft_drops_its_block_only_with_a_tier(gib: float | None) -> None:
+    """gpt-oss-120b with an EAGLE-3 draft: the draft's layer joins the
+    full-attention group, which vLLM marks ``is_eagle_group``. Without a KV
+    connector vLLM hashes one token ahead and drops nothing. With the host
+    tier, 0.33.0 keeps the legacy hashes and drops the last block of every
+    hit; 0.34.0's offloading connector supports the look-ahead hashes, so
+    nothing drops there either. The replay is identical either way, and the
+    reference store, told the same, bounds the hits vLLM serves; with the
+    tier (which holds every prompt here) it is met within a block per
+    request."""
+    from vllm import __version__
+    layout = replay_layouts.load("gpt-oss-120b-eagle3")
+    sample = mooncake.load(mooncake.DEFAULT_TRACE, 24)
+    tier = None if gib is None else replay.TierSetting(gib)
+    r = replay.replay(sample, layout, pool_fraction=0.02, model=replay.StepModel.for_layout(layout),
+                      log=lambda line: None, tier=tier)
+    assert r["identical"], r["first_difference"]
+    assert r["groups"] == ["SlidingWindowSpec x18", "FullAttentionSpec x19"]
+    reference = r["reference"]
+    legacy = gib is not None and __version__ == "0.33.0"
+    assert (reference["hash_lookahead"], reference["eagle_drop"]) == ((0, True) if legacy else (1, False))
+    hits = r["gpu_hit_tokens"] + r["tier_hit_tokens"]
+    assert hits > 0
+    assert reference["hit_tokens"] >= hits
+    assert r["short_of_reference"]["above_reference"]["requests"] == 0
+    if gib is not None:
+        assert reference["hit_tokens"] - hits <= 16 * len(sample)

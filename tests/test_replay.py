@@ -53,6 +53,8 @@ def test_layouts_are_grouped_and_sized_by_vllm() -> None:
     assert sorted(kinds["gemma-3-27b"]) == ["FullAttentionSpec x10"] + ["SlidingWindowSpec x8"] * 2 \
         + ["SlidingWindowSpec x9"] * 4
     assert kinds["llama-3.1-8b"] == ["FullAttentionSpec x32"]
+    # An EAGLE-3 draft's one layer joins gpt-oss's full-attention group.
+    assert kinds["gpt-oss-120b-eagle3"] == ["SlidingWindowSpec x18", "FullAttentionSpec x19"]
     # Qwen3-Next: 36 gated-delta-net layers in three Mamba groups, 12 full
     # ones; the attention block grew to hold one Mamba state page (align mode).
     assert kinds["qwen3-next-80b"] == ["MambaSpec x12"] * 3 + ["FullAttentionSpec x12"]

@@ -45,6 +45,32 @@ def test_sliding_window_hits_only_where_a_window_was_kept() -> None:
     assert got == [0, 4 * B, 0, 2 * B, 3 * B]
 
 
+def test_eagle_drop_lands_every_lookup_one_block_lower() -> None:
+    """With the EAGLE drop (legacy hashes) the full-attention run loses its
+    last block before the window is checked: a resend of a 4-block prompt
+    hits 2 blocks (3 without), a longer sibling 3 (4 without), and the
+    windows kept are the ones before those lower points."""
+    a = (keys("a", 4), 4 * B)
+    resend = (keys("a", 4), 4 * B)
+    sibling = (keys("s", 6, ("a", 4)), 6 * B)
+    assert reference_hits([a, resend, sibling], B, [FULL, SWA], None) == [0, 3 * B, 4 * B]
+    assert reference_hits([a, resend, sibling], B, [FULL, SWA], None, eagle_drop=True) == [0, 2 * B, 3 * B]
+    # Full attention alone: the drop is the only difference.
+    assert reference_hits([a, sibling], B, [FULL], None, eagle_drop=True) == [0, 3 * B]
+
+
+def test_hash_lookahead_keys_only_blocks_with_a_token_after_them() -> None:
+    """A block's hash covers one token after it: a prompt of exactly 4
+    blocks keys and stores 3, so its longer sibling hits 3 blocks; one
+    token more and the fourth block is keyed too."""
+    exact = (keys("a", 4), 4 * B)
+    longer = (keys("a", 4), 4 * B + 1)
+    sibling = (keys("s", 6, ("a", 4)), 6 * B)
+    assert reference_hits([exact, sibling], B, [FULL, SWA], None, hash_lookahead=1) == [0, 3 * B]
+    assert reference_hits([longer, sibling], B, [FULL, SWA], None, hash_lookahead=1) == [0, 4 * B]
+    assert reference_hits([exact, sibling], B, [FULL, SWA], None) == [0, 4 * B]
+
+
 def test_budget_evicts_least_recently_used_and_zero_keeps_nothing() -> None:
     a = (keys("a", 4), 4 * B)
     b = (keys("b", 4), 4 * B)
@@ -105,6 +131,10 @@ def test_bad_input_names_the_argument() -> None:
         reference_hits([], B, [FULL], -1)
     with pytest.raises(ValueError, match="keys"):
         reference_hits([(["k"], 3 * B)], B, [FULL], None)
+    with pytest.raises(ValueError, match="hash_lookahead"):
+        reference_hits([], B, [FULL], None, hash_lookahead=-1)
+    with pytest.raises(TypeError, match="eagle_drop"):
+        reference_hits([], B, [FULL], None, eagle_drop=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="window"):
         Group(0, 10)
     with pytest.raises(ValueError, match="block_bytes"):
