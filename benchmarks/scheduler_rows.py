@@ -55,6 +55,8 @@ from benchmarks.side_by_side import (
 )
 from vllm_support import count_get_cached_block, count_native
 
+from vllm_adapter.lookup_memo import SEEN_WINDOW
+
 # scripts/vllm_upstream/triton_guard.py: the one pass over vLLM 0.34's x86
 # "requires Triton" config guard (vLLM's own test sessions use it too).
 _TRITON_GUARD_DIR = str(Path(__file__).resolve().parents[1] / "scripts" / "vllm_upstream")
@@ -226,11 +228,9 @@ def scheduler_bench(impls: Impls, window: int, n_requests: int, context: int, hi
             impls.table[name], impls.core_of(name), batch, n_requests * per_request)
     # Ours as install() leaves vLLM (the lookup memory on the hybrid
     # coordinator): with the batch longer than the memory's window, every
-    # lookup of it is a first one, so the memory must cost ~nothing.
-    from vllm_adapter.lookup_memo import SEEN_WINDOW
-
-    # A batch within the memory's window would be remembered, not looked
-    # up: then the column is left out (the quick runs' small batches).
+    # lookup of it is a first one, so the memory must cost ~nothing. A
+    # batch within the window would be remembered, not looked up: then the
+    # column is left out (the quick runs' small batches).
     memo = impls.installed if impls.installed.hybrid is not HYBRID_ORIGINAL else None
     if n_requests <= SEEN_WINDOW:
         memo = None

@@ -32,8 +32,9 @@ on, ``resync_after_s`` later (``_resync``; the wait doubles up to
 still buffers its seq 0 (vLLM keeps the last ``buffer_steps`` batches), the
 index is rebuilt from it and is exact again (``stats["resyncs"]``); once
 the replay begins past 0 it never holds it again (``stats["resync_gone"]``)
-and no more are asked until the next reset. No other horizon is sound: a block cached before the reset and hit ever since
-(a shared system prompt) is never evicted, so no count of events or time
+and no more are asked until the next reset. No other horizon is sound: a
+block cached before the reset and hit ever since (a shared system prompt)
+is never evicted, so no count of events or time
 says the index holds it again. While False the index holds a subset of the
 replica (every store and remove after the reset is applied, removes of
 unknown keys floored at zero): it can under-credit, never over-credit; a
@@ -253,17 +254,21 @@ class Subscriber:
                 lost = True
         if lost:
             self.stats["disconnects"] += 1
-            self._digests.clear()
             self._last_live = -1
-            self._reset(0)
+            self._forget_publisher()
 
     def _restarted(self, seq: int, payload: bytes) -> int:
         """The publisher started again below ``next_seq``: reset to seq 0 and
         handle the batch as a gap from there."""
         self.stats["restarts"] += 1
+        self._forget_publisher()
+        return self._on_batch(seq, payload, False)
+
+    def _forget_publisher(self) -> None:
+        """Another publisher (or none) from here on: nothing applied so far
+        is known to be its, so the replica starts over at seq 0."""
         self._digests.clear()
         self._reset(0)
-        return self._on_batch(seq, payload, False)
 
     def _apply_one(self, seq: int, payload: bytes) -> int:
         """Apply one batch at ``next_seq``; a refused batch resets the replica.
@@ -345,8 +350,7 @@ class Subscriber:
                 replayed = replayed[1:]
             else:
                 self.stats["restarts_in_replay"] += 1
-                self._digests.clear()
-                self._reset(0)
+                self._forget_publisher()
                 replayed = self._replay(0)
                 if replayed is None:
                     return None
@@ -356,9 +360,7 @@ class Subscriber:
         """Empty the replica's index and go on at ``seq``; ``resync``: ask
         for a rebuild from seq 0 later (``_resync``)."""
         self.stats["resets"] += 1
-        self.complete = False
-        self.index.reset(self.name)
-        self.next_seq = seq
+        self._empty(seq)
         if resync and self._replay_endpoint is not None:
             self._resync_at = time.monotonic() + self._resync_wait
         else:
@@ -383,9 +385,14 @@ class Subscriber:
             return 0
         self.stats["resyncs"] += 1
         self._digests.clear()
-        self.index.reset(self.name)
-        self.next_seq = 0
+        self._empty(0)
         return self._apply_replayed(replayed)
+
+    def _empty(self, seq: int) -> None:
+        """The replica's index emptied, not complete, going on at ``seq``."""
+        self.complete = False
+        self.index.reset(self.name)
+        self.next_seq = seq
 
     def _apply_replayed(self, replayed: list[tuple[int, bytes]]) -> int:
         applied = 0
