@@ -270,3 +270,16 @@ def test_tier_sweep_plans_and_refuses(capsys: pytest.CaptureFixture[str]) -> Non
             tier_sweep.main(["--requests", bad])
         assert exc.value.code == 2
         assert "--requests" in capsys.readouterr().err
+
+
+def test_findings_on_trace_refuses_what_it_cannot_run() -> None:
+    """benchmarks/findings_on_trace.py: J1's fix changes a function the
+    plugin's lookups are bound to (the replay would stop), and an unknown
+    finding is named, before anything is built or run."""
+    from benchmarks import findings_on_trace
+
+    with pytest.raises(SystemExit) as exc:
+        findings_on_trace.main(["--findings", "J1", "--layout", "gpt-oss-120b"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit, match="'X9' is not one of"):
+        findings_on_trace.fixed_site("X9")
