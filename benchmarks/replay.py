@@ -600,7 +600,8 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
         admitted = sides["off"].admitted
         short = tier_gap.shortfalls([keys for keys, _ in prompts],
                                     [admitted.get(made[k][0], 0) for k in range(arrived)],
-                                    reference.pop("per_prompt"), b.hash_block_size)
+                                    reference.pop("per_prompt"), b.hash_block_size,
+                                    eagle_drop=reference["eagle_drop"])
     hits = {"gpu_hit_tokens": off["prefix_cache_hits"], "tier_hit_tokens": off["tier_hits"],
             "ceiling_hit_tokens": ceiling,
             "ceiling_hit_rate": ceiling / prompt_tokens if prompt_tokens else 0.0,

@@ -17,6 +17,10 @@ vLLM's hit is below the reference's; each short request gets one cause:
   (``KVCacheManager.get_computed_blocks``), so a prefix that ``j`` found in
   the tier gets no window kept at ``p``, and this request misses it.
 * ``unattributed``: anything else.
+
+With the EAGLE drop (``eagle_drop``: the full-attention hit loses its last
+block) the reference lands one block below the shared run, so the junction
+is looked for where the prompts part, at ``p`` or ``p + 1``.
 """
 
 from __future__ import annotations
@@ -32,8 +36,17 @@ def _diverge_at(a: Sequence[Hashable], b: Sequence[Hashable], p: int) -> bool:
     return len(a) == p or len(b) == p or a[p] != b[p]
 
 
+def _junction_missed(keys: Sequence[Sequence[Hashable]], measured: Sequence[int],
+                     holders: dict[Hashable, list[int]], k: int, q: int, hit: int) -> bool:
+    """Two earlier prompts share prompt ``k``'s first ``q`` blocks and part
+    there, and the later one was admitted with less than ``hit`` tokens."""
+    sharers = [j for j in holders[keys[k][q - 1]] if j < k]
+    return any(measured[j] < hit and any(_diverge_at(keys[i], keys[j], q) for i in sharers[:n])
+               for n, j in enumerate(sharers))
+
+
 def shortfalls(keys: Sequence[Sequence[Hashable]], measured: Sequence[int],
-               reference: Sequence[int], block: int) -> dict[str, Any]:
+               reference: Sequence[int], block: int, eagle_drop: bool = False) -> dict[str, Any]:
     """The requests whose ``measured`` hit is below ``reference``'s, by cause
     (module docstring); the ones above it are counted too (the reference
     is meant to bound vLLM, so any is worth a look)."""
@@ -56,13 +69,10 @@ def shortfalls(keys: Sequence[Sequence[Hashable]], measured: Sequence[int],
             continue
         p = want // block
         cause = "unattributed"
-        if 0 < p <= len(keys[k]):
-            sharers = [j for j in holders[keys[k][p - 1]] if j < k]
-            for n, j in enumerate(sharers):
-                if measured[j] < p * block and any(
-                        _diverge_at(keys[i], keys[j], p) for i in sharers[:n]):
-                    cause = "tier_junction"
-                    break
+        for q in (p, p + 1) if eagle_drop else (p,):
+            if (cause == "unattributed" and 0 < q <= len(keys[k])
+                    and _junction_missed(keys, measured, holders, k, q, p * block)):
+                cause = "tier_junction"
         out[cause]["requests"] += 1
         out[cause]["tokens"] += want - got
     return {

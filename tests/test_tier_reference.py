@@ -169,6 +169,18 @@ def test_shortfall_causes() -> None:
     assert shortfalls([a, b, c], [0, 0, 2], [0, 0, 2], 1)["requests"] == 0
 
 
+def test_shortfall_junction_under_the_eagle_drop() -> None:
+    """With the EAGLE drop the reference lands one block below the shared
+    run: C's reference hit is 1 block of the 2 it shares with A and B, and
+    the junction B left unpinned is found at 2."""
+    from benchmarks.tier_gap import shortfalls
+
+    a, b, c = ["a1", "a2", "a3", "a4"], ["a1", "a2", "b3", "b4"], ["a1", "a2", "c3"]
+    assert shortfalls([a, b, c], [0, 0, 0], [0, 0, 1], 1)["by_cause"]["unattributed"]["requests"] == 1
+    got = shortfalls([a, b, c], [0, 0, 0], [0, 0, 1], 1, eagle_drop=True)
+    assert got["by_cause"]["tier_junction"] == {"requests": 1, "tokens": 1}
+
+
 def test_shortfall_bad_input() -> None:
     from benchmarks.tier_gap import shortfalls
 
