@@ -206,6 +206,10 @@ def promised_queries(
     * named (with a retention interval): ``reachable_boundaries`` as
       ``_build_store_jobs`` passes them, ``(N - 1, junction?)``: the resend
       (``N`` tokens), longer siblings of the prompt and of the junction.
+      With EAGLE groups a junction may have been pinned after their pop
+      (vLLM 0.34's ``_maybe_register_shared_prefix_junction`` pins the
+      popped hit) or before it (the shared run): the siblings sharing one
+      EAGLE chunk more than the junction are promised too.
     """
     chunks = sorted({g.chunk for g in groups})
     grid = math.gcd(*chunks)
@@ -235,9 +239,11 @@ def promised_queries(
         yield Query(n, n, True)  # the resend
         for length in _lengths(n, chunks, True):
             yield Query(n, length, True)  # longer siblings
+        popped = sorted({g.chunk for g in groups if g.eagle})
         for junction in reachable_boundaries[1:]:
-            for length in _lengths(junction, chunks, True):
-                yield Query(junction, length, True)
+            for shared in [junction] + [junction + c for c in popped]:
+                for length in _lengths(shared, chunks, True):
+                    yield Query(shared, length, True)
 
 
 def query_reads(

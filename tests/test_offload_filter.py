@@ -498,6 +498,41 @@ def _store_finished(env, sched, manager, req) -> None:  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("setting", ["off", "corrected"])
+def test_tier_junction_pinned_with_an_eagle_draft(offload_env, monkeypatch, setting: str) -> None:  # type: ignore[no-untyped-def]
+    """As below, with the draft's layer in the full-attention group (EAGLE,
+    legacy hashes): B's junction is the shared run (320), and the corrected
+    store keeps the window a sibling sharing it reads after the EAGLE pop,
+    so C hits 304. vLLM 0.33.0's own code pins nothing from the tier (C
+    hits 0). On 0.34.0 this scheduler keeps the legacy hashes too (the test
+    builds it with ``num_hash_lookahead_tokens`` 0) and vLLM pins the
+    popped hit (304), where its own store keeps the window C reads; the
+    corrected store keeps it too (it promises the siblings of a junction
+    and of the junction one EAGLE chunk higher)."""
+    from vllm_adapter import offload_filter
+
+    env = offload_env
+    monkeypatch.setenv(ENV, setting)
+    if setting == "corrected":
+        assert offload_filter.install()
+    manager = env.RecordingManager()
+    sched = _offload_scheduler(env, [(16, None, True), (16, 64, False)], 16, 1, 0, manager)
+    n, p = 640, 320
+    shared = env.make_block_hashes(p // 16, salt=b"shared")
+    prompts = {rid: shared + env.make_block_hashes((n - p) // 16, salt=rid.encode()) for rid in "ABC"}
+    a = _offload_request(env, "A", prompts["A"], n, True)
+    sched.on_new_request(a)
+    _store_finished(env, sched, manager, a)
+    hits = {}
+    for rid in "BC":
+        req = _offload_request(env, rid, prompts[rid], n, False)
+        sched.on_new_request(req)
+        hits[rid], _ = sched.get_num_new_matched_tokens(req, 0)
+        _store_finished(env, sched, manager, req)
+    vllm_pins = hasattr(_scheduler_class(), "_maybe_register_shared_prefix_junction")
+    assert hits == ({"B": 0, "C": p - 16} if setting == "corrected" or vllm_pins else {"B": 0, "C": 0})
+
+
+@pytest.mark.parametrize("setting", ["off", "corrected"])
 def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  # type: ignore[no-untyped-def]
     """A is stored; B shares A's first 320 tokens and diverges: the tier's
     full-attention groups hit 20 chunks, the sliding window none (vLLM kept

@@ -246,17 +246,23 @@ def tier_junction(scheduler: Any, req_status: Any, max_num_new_tokens: int | Non
                   num_hit_tokens: int) -> int:
     """Where the full-attention groups' tier hit ends, if a sliding-window
     group cut the hit below it (0 otherwise or where not modelled: no
-    retention, Mamba, EAGLE groups, a group of another kind). The caps are
-    the lookup's own (``_lookup_complete_chunks``): at most the request's
-    tokens, the new-token and load limits, minus the token recomputed for
-    its logits."""
+    retention, Mamba, a group of another kind). The caps are the lookup's
+    own (``_lookup_complete_chunks``): at most the request's tokens, the
+    new-token and load limits, minus the token recomputed for its logits.
+
+    With EAGLE groups it is the shared run itself, before the EAGLE pop: the
+    corrected store keeps, for a junction, what the all-stored lookup of a
+    sibling sharing that run reads, pop included (``pyspec.offload``'s
+    junction queries), so the window before the point the sibling lands on
+    is kept. A junction only decides what is stored; the lookup's answer is
+    vLLM's own."""
     if scheduler.config.retention_interval is None:
         return 0
     if getattr(scheduler, "_mamba_align_size", None) is not None:
         return 0
     full, sliding = scheduler._full_attention_groups, scheduler._sliding_window_groups
     configs = scheduler.config.kv_group_configs
-    if not full or not sliding or any(gc.is_eagle_group for gc in configs):
+    if not full or not sliding:
         return 0
     local = req_status.num_locally_computed_tokens
     cap = req_status.req.num_tokens
