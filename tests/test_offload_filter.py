@@ -510,26 +510,34 @@ def test_tier_junction_pinned_with_an_eagle_draft(offload_env, monkeypatch, sett
     and of the junction one EAGLE chunk higher)."""
     from vllm_adapter import offload_filter
 
-    env = offload_env
     monkeypatch.setenv(ENV, setting)
     if setting == "corrected":
         assert offload_filter.install()
+    hits, _ = _shared_then_diverging(offload_env, [(16, None, True), (16, 64, False)])
+    vllm_pins = hasattr(_scheduler_class(), "_maybe_register_shared_prefix_junction")
+    assert hits == ({"B": 0, "C": 320 - 16} if setting == "corrected" or vllm_pins else {"B": 0, "C": 0})
+
+
+def _shared_then_diverging(env, groups):  # type: ignore[no-untyped-def]
+    """A (640 tokens) stored through the real store path; then B and C,
+    each sharing A's first 320 tokens and going on with their own, looked
+    up and stored in turn. Their hits and the junctions their lookups left."""
     manager = env.RecordingManager()
-    sched = _offload_scheduler(env, [(16, None, True), (16, 64, False)], 16, 1, 0, manager)
+    sched = _offload_scheduler(env, groups, 16, 1, 0, manager)
     n, p = 640, 320
     shared = env.make_block_hashes(p // 16, salt=b"shared")
     prompts = {rid: shared + env.make_block_hashes((n - p) // 16, salt=rid.encode()) for rid in "ABC"}
     a = _offload_request(env, "A", prompts["A"], n, True)
     sched.on_new_request(a)
     _store_finished(env, sched, manager, a)
-    hits = {}
+    hits, junctions = {}, {}
     for rid in "BC":
         req = _offload_request(env, rid, prompts[rid], n, False)
         sched.on_new_request(req)
         hits[rid], _ = sched.get_num_new_matched_tokens(req, 0)
+        junctions[rid] = req.shared_prefix_boundary
         _store_finished(env, sched, manager, req)
-    vllm_pins = hasattr(_scheduler_class(), "_maybe_register_shared_prefix_junction")
-    assert hits == ({"B": 0, "C": p - 16} if setting == "corrected" or vllm_pins else {"B": 0, "C": 0})
+    return hits, junctions
 
 
 @pytest.mark.parametrize("setting", ["off", "corrected"])
@@ -548,22 +556,8 @@ def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  
     if setting == "corrected":
         assert offload_filter.install()
     pinned_before = offload_filter.status()["junctions"]
-    groups = [(16, None, False), (16, 64, False)]
-    manager = env.RecordingManager()
-    sched = _offload_scheduler(env, groups, 16, 1, 0, manager)
-    n, p = 640, 320
-    shared = env.make_block_hashes(p // 16, salt=b"shared")
-    prompts = {rid: shared + env.make_block_hashes((n - p) // 16, salt=rid.encode()) for rid in "ABC"}
-    a = _offload_request(env, "A", prompts["A"], n, True)
-    sched.on_new_request(a)
-    _store_finished(env, sched, manager, a)
-    hits, junctions = {}, {}
-    for rid in "BC":
-        req = _offload_request(env, rid, prompts[rid], n, False)
-        sched.on_new_request(req)
-        hits[rid], _ = sched.get_num_new_matched_tokens(req, 0)
-        junctions[rid] = req.shared_prefix_boundary
-        _store_finished(env, sched, manager, req)
+    hits, junctions = _shared_then_diverging(env, [(16, None, False), (16, 64, False)])
+    p = 320
     vllm_pins = hasattr(_scheduler_class(), "_maybe_register_shared_prefix_junction")
     if setting == "corrected" or vllm_pins:
         assert (hits, junctions) == ({"B": 0, "C": p}, {"B": p, "C": 0})
