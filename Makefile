@@ -34,14 +34,14 @@ CC ?= gcc
 CFLAGS_LIB := -std=c99 -O2 -Wall -Wextra -Werror -pedantic -fPIC -shared
 CFLAGS_ASAN := -std=c99 -O1 -g -Wall -Wextra -Werror -fPIC -shared \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-# The proved C (nothing edits it by hand; extracted_c/proved/verify.sh proves it).
-C_SRC := $(wildcard extracted_c/proved/*.[ch])
+# The proved C (nothing edits it by hand; swa_prefix_cache/core/proved/verify.sh proves it).
+C_SRC := $(wildcard swa_prefix_cache/core/proved/*.[ch])
 # The library links every proved unit: the mask instances and the probe
 # instances (a search compiled again with PC_PROBE_INSTANCE, see prefix_cache.c).
-C_UNITS := $(wildcard extracted_c/proved/*.c)
-# The units one native module links (extracted_c/units.py, which setup.py reads too).
-units = $(shell $(PYTHON) extracted_c/units.py $(1))
-LIB := extracted_c/libprefix_cache.so
+C_UNITS := $(wildcard swa_prefix_cache/core/proved/*.c)
+# The units one native module links (swa_prefix_cache/core/units.py, which setup.py reads too).
+units = $(shell $(PYTHON) swa_prefix_cache/core/units.py $(1))
+LIB := build/libprefix_cache.so
 LIB_ASAN := build/asan/libprefix_cache.so
 LIB_BENCH := build/libprefix_cache_bench.so
 FRAMA_TOOLS := frama-c why3 z3 cvc4 cvc5
@@ -58,15 +58,15 @@ E2E_STAMP := $(E2E_VENV)/.setup-stamp
 E2E_PIP := $(E2E_PY) -m pip install --quiet --disable-pip-version-check
 # The differential tests that must also hold on the second supported vLLM.
 E2E_TESTS := tests/test_vllm_reference.py tests/test_adapter.py tests/test_coordinators.py \
-	tests/test_hot_path.py tests/test_report.py tests/test_full_hotpath.py
+	tests/test_hot_path.py tests/test_stats_file.py tests/test_full_hotpath.py
 
-.PHONY: known-sources support-table help setup setup-e2e e2e e2e-replicas e2e-routing apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
+.PHONY: wheel-beside-peers known-sources support-table help setup setup-e2e e2e e2e-replicas e2e-routing apt-tools ext lib lib-asan verify-c test ffi-test ffi-test-asan \
 	lint-lean proofs bench bench-quick replay-trace check clean
 
 help:
 	@echo "make bench   - vLLM's lookups vs ours: per lookup, and the Mooncake trace through vLLM's scheduler (main job)"
 	@echo "make check   - everything CI checks (proofs, tests, sanitizers, lints)"
-	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick replay-trace e2e e2e-replicas e2e-routing upstream-patch upstream-findings upstream-events upstream-routers matrix matrix-vllm known-sources support-table release-qualify VERSION=X clean"
+	@echo "other targets: setup ext lib lib-asan verify-c test ffi-test ffi-test-asan lint-lean proofs bench-quick replay-trace e2e e2e-replicas e2e-routing wheel-beside-peers upstream-patch upstream-findings upstream-events upstream-routers matrix matrix-vllm known-sources support-table release-qualify VERSION=X clean"
 	@echo "python matrix (mk/python-matrix.mk, receipts in build/matrix/): matrix-py312 matrix-py313 matrix-py314 cross-aarch64 (all: matrix)"
 
 # ---- setup (idempotent) ------------------------------------------------------
@@ -95,13 +95,13 @@ apt-tools:
 	fi
 
 # ---- native core -------------------------------------------------------------
-# The hot path: the extension extracted_c._hotpath (setup.py), and kv_index's
-# native core kv_index._kvnative (its glue KVNATIVE_C around the proved
+# The hot path: the extension swa_prefix_cache.core._hotpath (setup.py), and kv_index's
+# native core swa_prefix_cache.kv_index._kvnative (its glue KVNATIVE_C around the proved
 # joint.c and prefix_cache.c), rebuilt in place when their sources change.
 # `pip install .` builds the same things.
-HOTPATH_C := $(wildcard extracted_c/glue/*.[ch])
-KVNATIVE_C := $(wildcard kv_index/glue/*.[ch])
-HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py extracted_c/units.py
+HOTPATH_C := $(wildcard swa_prefix_cache/core/glue/*.[ch])
+KVNATIVE_C := $(wildcard swa_prefix_cache/kv_index/glue/*.[ch])
+HOTPATH_SRC := $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C) setup.py swa_prefix_cache/core/units.py
 HOTPATH_STAMP := build/.hotpath-stamp
 
 ext: $(HOTPATH_STAMP)
@@ -109,7 +109,7 @@ ext: $(HOTPATH_STAMP)
 $(HOTPATH_STAMP): $(STAMP) $(HOTPATH_SRC)
 	mkdir -p $(dir $@)
 	$(BUILD_ENV) $(PY) setup.py -q build_ext --inplace
-	$(PY) -c "import extracted_c._hotpath, kv_index._kvnative"
+	$(PY) -c "import swa_prefix_cache.core._hotpath, swa_prefix_cache.kv_index._kvnative"
 	touch $@
 
 lib: $(LIB)
@@ -119,10 +119,10 @@ $(LIB): $(C_SRC)
 
 # The extension's ASan + UBSan build: the proved search (probe instance) and
 # the CPython glue, both instrumented; ffi-test-asan loads it in place of the
-# in-place build through $SWA_PREFIX_CACHE_HOTPATH (extracted_c/hotpath.py).
+# in-place build through $SWA_PREFIX_CACHE_HOTPATH (swa_prefix_cache/core/hotpath.py).
 HOTPATH_ASAN := build/asan/_hotpath.so
 HOTPATH_ASAN_SRC = $(call units,hotpath-core hotpath-glue)
-# kv_index._kvnative instrumented the same way, loaded through $SWA_PREFIX_CACHE_KVNATIVE.
+# swa_prefix_cache.kv_index._kvnative instrumented the same way, loaded through $SWA_PREFIX_CACHE_KVNATIVE.
 KVNATIVE_ASAN := build/asan/_kvnative.so
 KVNATIVE_ASAN_SRC = $(call units,kv-core kv-glue)
 
@@ -140,14 +140,14 @@ define asan_extension
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-missing-field-initializers -shared -fPIC \
 		-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		-I"$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
-		-Iextracted_c/proved -o $@ $(1)
+		-Iswa_prefix_cache/core/proved -o $@ $(1)
 	nm -D $@ | grep __asan_report > /dev/null || { echo "$@ is not instrumented"; exit 1; }
 endef
 
-$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) extracted_c/units.py | $(STAMP)
+$(HOTPATH_ASAN): $(C_SRC) $(HOTPATH_C) swa_prefix_cache/core/units.py | $(STAMP)
 	$(call asan_extension,$(HOTPATH_ASAN_SRC))
 
-$(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) extracted_c/units.py | $(STAMP)
+$(KVNATIVE_ASAN): $(C_SRC) $(KVNATIVE_C) swa_prefix_cache/core/units.py | $(STAMP)
 	$(call asan_extension,$(KVNATIVE_ASAN_SRC))
 
 $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
@@ -155,7 +155,7 @@ $(LIB_BENCH): $(C_SRC) benchmarks/bench_core.c
 	$(CC) -std=c99 -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ benchmarks/bench_core.c $(C_UNITS)
 
 verify-c: apt-tools
-	bash extracted_c/proved/verify.sh build/wp
+	bash swa_prefix_cache/core/proved/verify.sh build/wp
 
 # ---- tests -------------------------------------------------------------------
 # The whole suite on .venv (CPython 3.11, vLLM 0.33.0); its counts go into
@@ -242,16 +242,17 @@ replay-trace: setup lib ext
 # download per build) makes the sdist, then the wheel FROM that sdist, so
 # nothing built in the work tree (the in-place _hotpath, libprefix_cache.so)
 # can leak into it. The recipe fails unless the wheel is platform-tagged and
-# holds extracted_c/_hotpath*.so and kv_index/_kvnative*.so (and no
-# libprefix_cache.so), and the sdist
+# holds swa_prefix_cache/core/_hotpath*.so and swa_prefix_cache/kv_index/_kvnative*.so (and no
+# libprefix_cache.so), puts nothing but swa_prefix_cache at the top of
+# site-packages and carries every C source its build reads, and the sdist
 # holds the C sources and setup.py.
 DIST := dist
 DIST_STAMP := $(DIST)/.built
 BUILD_TOOLS_STAMP := $(VENV)/.build-tools-stamp
 PKG_SRC := setup.py pyproject.toml MANIFEST.in README.md \
-	$(wildcard extracted_c/proved/*.[ch] extracted_c/glue/*.[ch] kv_index/glue/*.[ch] extracted_c/*.py \
-		pyspec/*.py vllm_adapter/*.py kv_index/*.py)
-SDIST_MUST_HAVE := setup.py pyproject.toml extracted_c/units.py $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C)
+	$(wildcard swa_prefix_cache/*.py swa_prefix_cache/core/proved/*.[ch] swa_prefix_cache/core/glue/*.[ch] swa_prefix_cache/kv_index/glue/*.[ch] swa_prefix_cache/core/*.py \
+		swa_prefix_cache/pyspec/*.py swa_prefix_cache/vllm_adapter/*.py swa_prefix_cache/kv_index/*.py)
+SDIST_MUST_HAVE := setup.py pyproject.toml swa_prefix_cache/core/units.py $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C)
 
 .PHONY: dist
 dist: $(DIST_STAMP)
@@ -269,18 +270,30 @@ $(DIST_STAMP): $(BUILD_TOOLS_STAMP) $(PKG_SRC)
 		|| { echo "dist: expected one wheel and one sdist, got: $$wheels $$sdists"; exit 1; }; \
 	case "$$wheels" in *-none-any.whl) echo "dist: $$wheels is not platform-tagged"; exit 1;; esac; \
 	$(PY) -c 'import sys, zipfile; print(*zipfile.ZipFile(sys.argv[1]).namelist(), sep="\n")' $$wheels > build/dist-wheel.txt; \
-	grep -Eq '^extracted_c/_hotpath[^/]*\.so$$' build/dist-wheel.txt \
-		|| { echo "dist: $$wheels has no extracted_c/_hotpath*.so"; cat build/dist-wheel.txt; exit 1; }; \
-	grep -Eq '^kv_index/_kvnative[^/]*\.so$$' build/dist-wheel.txt \
-		|| { echo "dist: $$wheels has no kv_index/_kvnative*.so"; cat build/dist-wheel.txt; exit 1; }; \
+	grep -Eq '^swa_prefix_cache/core/_hotpath[^/]*\.so$$' build/dist-wheel.txt \
+		|| { echo "dist: $$wheels has no swa_prefix_cache/core/_hotpath*.so"; cat build/dist-wheel.txt; exit 1; }; \
+	grep -Eq '^swa_prefix_cache/kv_index/_kvnative[^/]*\.so$$' build/dist-wheel.txt \
+		|| { echo "dist: $$wheels has no swa_prefix_cache/kv_index/_kvnative*.so"; cat build/dist-wheel.txt; exit 1; }; \
 	! grep -q 'libprefix_cache' build/dist-wheel.txt \
 		|| { echo "dist: $$wheels ships a stray libprefix_cache.so"; exit 1; }; \
+	tops=$$(cut -d/ -f1 build/dist-wheel.txt | grep -v '\.dist-info$$' | sort -u | tr '\n' ' '); \
+	[ "$$tops" = "swa_prefix_cache " ] \
+		|| { echo "dist: $$wheels puts more than swa_prefix_cache at the top of site-packages: $$tops"; exit 1; }; \
+	for f in $(C_SRC) $(HOTPATH_C) $(KVNATIVE_C); do grep -qx "$$f" build/dist-wheel.txt \
+		|| { echo "dist: $$wheels lacks $$f, which its build reads"; exit 1; }; done; \
 	tar -tzf $$sdists > build/dist-sdist.txt; \
 	for f in $(SDIST_MUST_HAVE); do grep -Eq "^[^/]+/$$f$$" build/dist-sdist.txt \
 		|| { echo "dist: $$sdists lacks $$f"; exit 1; }; done; \
 	! grep -Eq '\.so$$' build/dist-sdist.txt || { echo "dist: $$sdists ships a built .so"; exit 1; }; \
 	echo "dist: $$wheels ($$(sha256sum $$wheels | cut -c1-16)...) and $$sdists checked"
 	touch $@
+
+# The wheel beside distributions that own the names its parts once had at
+# the top of site-packages (PyPI's kv-index, a stand-in for PyPI's pyspec):
+# all import, qualify passes, nothing of ours outside swa_prefix_cache/.
+wheel-beside-peers: $(DIST_STAMP)
+	SWA_PREFIX_CACHE_TEST_WHEEL="$$(ls $(DIST)/*.whl)" $(PY) -m pytest -q -p no:cacheprovider \
+		tests/test_wheel_beside_peers.py
 
 # The end-to-end venv: vLLM and its pins ($(E2E_STAMP)), then THE WHEEL built
 # above, installed as a user would (not `-e .`), reinstalled whenever it is
@@ -345,7 +358,7 @@ e2e-routing: setup-e2e $(PEERS_STAMP)
 # test: it fetches vLLM's sdist tests, which
 # tests/test_upstream_findings.py patches, so the suite's count (README's
 # support table) is the same on a fresh machine and a used one.
-check: disk-budget apt-tools check-setup-and-proofs vllm-upstream-tests check-test-and-next ffi-test-asan upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
+check: disk-budget apt-tools check-setup-and-proofs vllm-upstream-tests check-test-and-next ffi-test-asan wheel-beside-peers upstream-patch upstream-findings upstream-events upstream-routers proofs bench-quick e2e e2e-replicas \
 	matrix-py312 matrix-py313 matrix-py314 cross-aarch64 matrix-vllm known-sources support-table
 	@echo "make check: all passed"
 
@@ -370,7 +383,7 @@ check-test-and-next: setup lib ext
 	$(MAKE) --no-print-directory build/releases/$(VLLM_UPSTREAM_NEXT)/.stamp
 	$(MAKE) --no-print-directory -j2 -O test vllm-upstream-tests-next
 
-# vllm_adapter/known_sources.py is what scripts/fingerprint_releases.py makes
+# swa_prefix_cache/vllm_adapter/known_sources.py is what scripts/fingerprint_releases.py makes
 # from the releases' sources (their installs, else their wheels; not imported).
 known-sources: setup
 	$(PY) scripts/fingerprint_releases.py --check

@@ -1,12 +1,12 @@
-"""Build of the native hot path, ``extracted_c._hotpath``, and of kv_index's
-native core, ``kv_index._kvnative`` (everything else is in pyproject.toml).
+"""Build of the native hot path, ``swa_prefix_cache.core._hotpath``, and of kv_index's
+native core, ``swa_prefix_cache.kv_index._kvnative`` (everything else is in pyproject.toml).
 
 Like CPython's ``Modules/_hacl``: the proved C is compiled unchanged and
-apart from the glue. Each extension's proved units (extracted_c/units.py:
+apart from the glue. Each extension's proved units (swa_prefix_cache/core/units.py:
 the probe instances of the searches for ``_hotpath``, the mask instance and
 the joint lookup for ``_kvnative``, and the proved parameters for both) are
 compiled with the flags ``make lib`` uses for the library (C99, pedantic,
-warnings as errors); its CPython glue (extracted_c/glue/, kv_index/glue/)
+warnings as errors); its CPython glue (swa_prefix_cache/core/glue/, swa_prefix_cache/kv_index/glue/)
 with Python's own flags plus GLUE_FLAGS (warnings as errors); all are
 linked into one extension module.
 
@@ -25,7 +25,7 @@ chooses:
 SWA_PREFIX_CACHE_REQUIRE_NATIVE=1, the former switch, still means
 ``required``. On an interpreter the glue does not support (free-threaded
 CPython, ``Py_GIL_DISABLED``; not CPython) the extension is not built at all
-(a message; extracted_c/hotpath.py's unsupported_reason), whatever the
+(a message; swa_prefix_cache/core/hotpath.py's unsupported_reason), whatever the
 switch says.
 """
 
@@ -39,8 +39,6 @@ from setuptools.command.build_ext import build_ext
 CORE_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 GLUE_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
 
-NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
-
 
 def _load(name: str, relative: str):  # type: ignore[no-untyped-def]
     """A module of this tree, read from its file: the package is not
@@ -53,34 +51,34 @@ def _load(name: str, relative: str):  # type: ignore[no-untyped-def]
     return module
 
 
-# pyspec/settings.py: every variable's name, former names and meaning.
-SETTINGS = _load("_swa_settings", "pyspec/settings.py")
-# extracted_c/units.py: the proved core and the glue each extension links.
-UNITS = _load("_swa_units", "extracted_c/units.py").UNITS
+# swa_prefix_cache/settings.py: every variable's name, former names and meaning.
+SETTINGS = _load("_swa_settings", "swa_prefix_cache/settings.py")
+NATIVE_ENV = SETTINGS.NATIVE.name
+# swa_prefix_cache/core/units.py: the proved core and the glue each extension links.
+UNITS = _load("_swa_units", "swa_prefix_cache/core/units.py").UNITS
 # The proved C each extension links, compiled apart from its glue.
-CORE = {"extracted_c._hotpath": UNITS["hotpath-core"], "kv_index._kvnative": UNITS["kv-core"]}
+CORE = {"swa_prefix_cache.core._hotpath": UNITS["hotpath-core"], "swa_prefix_cache.kv_index._kvnative": UNITS["kv-core"]}
 # What a rebuild depends on besides the glue's sources: every proved file
 # (the probe instances include their searches) and the glue's headers.
 _ROOT = Path(__file__).resolve().parent
-DEPENDS = sorted(str(p.relative_to(_ROOT)) for pattern in ("extracted_c/proved/*.[ch]",
-                                                           "extracted_c/glue/*.h", "kv_index/glue/*.h")
+DEPENDS = sorted(str(p.relative_to(_ROOT)) for pattern in ("swa_prefix_cache/core/proved/*.[ch]",
+                                                           "swa_prefix_cache/core/glue/*.h", "swa_prefix_cache/kv_index/glue/*.h")
                  for p in _ROOT.glob(pattern))
 
 
 def native_mode() -> str:
     """``required`` or ``optional`` (SWA_PREFIX_CACHE_NATIVE, or its former
     name SWA_PREFIX_CACHE_REQUIRE_NATIVE=1; see above)."""
-    mode = (SETTINGS.get(NATIVE_ENV) or "").strip().lower() or "required"
-    if mode not in ("required", "optional"):
-        raise SystemExit(f"swa-prefix-cache: {NATIVE_ENV}={mode!r}: expected 'required' "
-                         "or 'optional'")
-    return mode
+    try:
+        return SETTINGS.NATIVE.read()
+    except ValueError as exc:  # the message names the variable and the values
+        raise SystemExit(f"swa-prefix-cache: {exc}") from None
 
 
 def unsupported_reason() -> str | None:
-    """extracted_c/hotpath.py's answer (read from the file: the package is
+    """swa_prefix_cache/core/hotpath.py's answer (read from the file: the package is
     not importable while it is being built)."""
-    return _load("_swa_hotpath_loader", "extracted_c/hotpath.py").unsupported_reason()
+    return _load("_swa_hotpath_loader", "swa_prefix_cache/core/hotpath.py").unsupported_reason()
 
 
 class BuildHotPath(build_ext):
@@ -91,7 +89,7 @@ class BuildHotPath(build_ext):
             objects = self.compiler.compile(
                 CORE[ext.name],
                 output_dir=self.build_temp,
-                include_dirs=["extracted_c/proved"],
+                include_dirs=["swa_prefix_cache/core/proved"],
                 extra_postargs=CORE_FLAGS,
                 debug=self.debug,
             )
@@ -127,16 +125,16 @@ if REASON is not None:
 setup(
     ext_modules=[] if REASON is not None else [
         Extension(
-            "extracted_c._hotpath",
+            "swa_prefix_cache.core._hotpath",
             sources=UNITS["hotpath-glue"],
-            include_dirs=["extracted_c/proved"],
+            include_dirs=["swa_prefix_cache/core/proved"],
             depends=DEPENDS,
             extra_compile_args=GLUE_FLAGS,
         ),
         Extension(
-            "kv_index._kvnative",
+            "swa_prefix_cache.kv_index._kvnative",
             sources=UNITS["kv-glue"],
-            include_dirs=["extracted_c/proved"],
+            include_dirs=["swa_prefix_cache/core/proved"],
             depends=DEPENDS,
             extra_compile_args=GLUE_FLAGS,
         ),

@@ -26,7 +26,7 @@ import PrefixCache.Export
 # PrefixCache
 
 Lean 4 model and proofs of the sliding-window prefix-cache lookup
-(`pyspec/` is the executable reference; `extracted_c/proved/` the verified C).
+(`swa_prefix_cache/pyspec/` is the executable reference; `swa_prefix_cache/core/proved/` the verified C).
 
 * `Spec/`: the definitions (windows and alignment, the stride search, the
   prefix fallback, `findHit`, vLLM's legacy scan, the declarative answer).

@@ -2,13 +2,13 @@
  * bench_core.c -- times the verified core from C, without Python call
  * overhead, so the legacy-vs-stride ratio of the core itself is visible.
  * Not part of the library; built by `make bench` as
- * build/libprefix_cache_bench.so together with extracted_c/proved/prefix_cache.c.
+ * build/libprefix_cache_bench.so together with swa_prefix_cache/core/proved/prefix_cache.c.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <time.h>
 
-#include "../extracted_c/proved/prefix_cache.h"
+#include "../swa_prefix_cache/core/proved/prefix_cache.h"
 
 static double now_ns(void) {
     struct timespec ts;

@@ -48,8 +48,8 @@ def child(quick: bool, seed: int) -> dict:
     from benchmarks.harness import capture_impls
     from benchmarks.scheduler_rows import scheduler_bench
     from benchmarks.seed_table import SEED_HIT_RATE
-    from extracted_c import hotpath
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.core import hotpath
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     impls = capture_impls()
     requests, rounds = (4, 2) if quick else (64, 15)
@@ -125,8 +125,12 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     stem = "interpreters-quick" if args.quick else f"interpreters-{time.strftime('%Y%m%dT%H%M%S')}"
     out = RESULTS / f"{stem}.json"
-    out.write_text(json.dumps({"benchmark": "benchmarks/bench_interpreters.py", "quick": args.quick,
-                               "window": WINDOW, "context": CONTEXT, "rows": rows}, indent=1) + "\n")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks import receipts
+
+    receipts.write(out, {"benchmark": "benchmarks/bench_interpreters.py", "quick": args.quick,
+                               "window": WINDOW, "context": CONTEXT, "rows": rows})
     print(f"receipt: {out}")
     return 1 if failed else 0
 

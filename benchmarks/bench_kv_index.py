@@ -11,10 +11,10 @@ interleaved (medians):
   ``Request`` hashed by vLLM's ``get_request_block_hasher`` (sha256) and one
   ``KVCacheManager.get_computed_blocks`` per replica (vLLM's own lookups);
 * ``kv_index``: ``index.score(prompt)`` on its production core, the native
-  one (kv_index._kvnative: the hash chain in C, SHA-NI when the CPU has it;
+  one (swa_prefix_cache.kv_index._kvnative: the hash chain in C, SHA-NI when the CPU has it;
   the per-group key sets in C; the masks and the proved joint_lookup of
-  extracted_c/proved/joint.c), or, when the extension is not built, the
-  pure-Python reference (kv_index/hashing.py and pyspec). The output says
+  swa_prefix_cache/core/proved/joint.c), or, when the extension is not built, the
+  pure-Python reference (swa_prefix_cache/kv_index/hashing.py and pyspec). The output says
   which core answered; ``SWA_PREFIX_CACHE_STRICT_NATIVE=1`` makes a missing
   extension an error.
 
@@ -55,9 +55,10 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 )
 from vllm.v1.request import Request  # noqa: E402
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks.timing import interleaved  # noqa: E402
-from kv_index import KVIndex, ReplicaLayout  # noqa: E402
-from kv_index import native as kv_native  # noqa: E402
+from swa_prefix_cache.kv_index import KVIndex, ReplicaLayout  # noqa: E402
+from swa_prefix_cache.kv_index import native as kv_native  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 BS, WINDOW = 16, 1024
@@ -102,9 +103,9 @@ def medians_ms(fns: dict[str, Callable[[], object]], rounds: int, reps: int) -> 
 def core_line(core: str) -> str:
     """Which kv_index core the timed score ran on."""
     if core == "native":
-        return (f"native (kv_index._kvnative: C chain, SHA-256 {kv_native.load().sha256_impl()}; "
+        return (f"native (swa_prefix_cache.kv_index._kvnative: C chain, SHA-256 {kv_native.load().sha256_impl()}; "
                 "C key sets; proved joint.c lookups)")
-    return "python (pyspec reference: kv_index._kvnative is not built)"
+    return "python (pyspec reference: swa_prefix_cache.kv_index._kvnative is not built)"
 
 
 def main() -> int:
@@ -156,7 +157,7 @@ def main() -> int:
     print(f"{replicas} replicas (full attention + sliding window {WINDOW}, block {BS}), "
           f"a {tokens:,}-token prompt, hits {want}" + (" [QUICK: timings mean nothing]" if args.quick else ""))
     print(f"  vLLM's way (hasher + {replicas} x get_computed_blocks): {med['vllm']:.2f} ms")
-    print(f"  kv_index.score:                                     {med['kv_index']:.2f} ms "
+    print(f"  swa_prefix_cache.kv_index.score:                                     {med['kv_index']:.2f} ms "
           f"({speedup:.1f}x) target <= {SCORE_MAX_MS} ms and >= {SCORE_SPEEDUP}x: "
           f"{'PASS' if med['kv_index'] <= SCORE_MAX_MS and speedup >= SCORE_SPEEDUP else 'MISS'}")
     print(f"  core that answered: {core_line(index.core)}")
@@ -165,13 +166,13 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     stem = "kv-index-quick" if args.quick else f"kv-index-{time.strftime('%Y%m%dT%H%M%S')}"
     out = RESULTS / f"{stem}.json"
-    out.write_text(json.dumps({
+    receipts.write(out, {
         "benchmark": "benchmarks/bench_kv_index.py", "quick": args.quick, "tokens": tokens,
         "replicas": replicas, "hits": want, "median_ms": med, "speedup": speedup,
         "core": index.core, "sha256": kv_native.load().sha256_impl() if index.core == "native" else None,
         "stored_blocks": stored, "ingest_ms": ingest_ms, "ingest_blocks_per_s": rate,
         "python": platform.python_version(),
-    }, indent=1) + "\n")
+    })
     print(f"receipt: {out}")
     return 0
 

@@ -3,8 +3,8 @@
 For each cell (sliding window, context length, hit rate) it draws random
 cached-block masks and measures, interleaved in one process:
 
-* probes: reads of the mask by vLLM's loop (``pyspec.legacy_scan``) and by
-  the stride search (``pyspec.find_hit``), next to the lower bound
+* probes: reads of the mask by vLLM's loop (``swa_prefix_cache.pyspec.legacy_scan``) and by
+  the stride search (``swa_prefix_cache.pyspec.find_hit``), next to the lower bound
   ``n // need + 1`` and the seed's claimed figure;
 * ``iid bound``: on masks whose blocks are cached independently with
   probability h, ANY search must find a miss in each of the ``n // need``
@@ -20,7 +20,6 @@ so ``make check`` keeps this script working; its timings mean nothing.
 """
 
 import argparse
-import json
 import platform
 import random
 import statistics
@@ -30,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks.seed_table import SEED_BLOCK_SIZE, SEED_CELLS, SEED_HIT_RATE  # noqa: E402
 from benchmarks.timing import time_calls  # noqa: E402
-from extracted_c import native  # noqa: E402
-from pyspec import CountingMask, SearchParams, find_hit, legacy_scan  # noqa: E402
+from benchmarks import cffi_core as native  # noqa: E402
+from swa_prefix_cache.pyspec import CountingMask, SearchParams, find_hit, legacy_scan  # noqa: E402
 
 from cffi import FFI  # noqa: E402
 
@@ -145,7 +145,7 @@ def main() -> int:
         "args": vars(args),
         "cells": cells,
     }
-    (RESULTS / name).write_text(json.dumps(receipt, indent=1))
+    receipts.write(RESULTS / name, receipt)
     print(f"receipt: {RESULTS / name}")
     return 0
 

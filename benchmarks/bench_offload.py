@@ -3,7 +3,7 @@
 
 ``OffloadingConnectorScheduler._sliding_window_lookup`` scans every chunk key
 right to left, one ``manager.lookup(key)`` per chunk. Ours (installed by
-``vllm_adapter.install()``: the proved ``offload_stride_search`` through the
+``swa_prefix_cache.vllm_adapter.install()``: the proved ``offload_stride_search`` through the
 extension with the native core, pyspec's with the python core) asks the
 manager about the chunks the stride search reads. Per cell (chunks N,
 window W in chunks, share of chunks stored and ready):
@@ -13,8 +13,8 @@ window W in chunks, share of chunks stored and ready):
   stand-in scheduler holding that manager, as vLLM calls it;
 * before timing, ours and vLLM's answers must be equal (``None`` included),
   and ours must have been answered by the search (not delegated);
-* probes: vLLM's are ``pyspec.legacy_probes`` of the mask, ours the C
-  search's own count on the same mask (``extracted_c.native``), which makes
+* probes: vLLM's are ``swa_prefix_cache.pyspec.legacy_probes`` of the mask, ours the C
+  search's own count on the same mask (``benchmarks.cffi_core``), which makes
   the same reads as the probe instance the extension runs;
 * time: samples of vLLM / native / python interleaved in one process,
   medians, speedup = ratio of medians.
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import random
@@ -44,6 +43,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks import receipts  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 CORES = ("native", "python")
@@ -69,7 +70,7 @@ def build_manager(n: int, hit_rate: float, rng: random.Random) -> tuple[Any, lis
 
 def install(core: str) -> Callable[..., Any]:
     """Install the plugin with ``core``; the patched method."""
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
         OffloadingConnectorScheduler,
     )
@@ -100,9 +101,9 @@ def time_call(fn: Callable[[], object], target_ns: float) -> float:
 
 def run_cell(impls: dict[str, Callable[..., Any]], n: int, window: int, hit_rate: float,
              rng: random.Random, rounds: int, target_ns: float) -> dict[str, Any]:
-    from extracted_c import native
-    from pyspec.offload_lookup import legacy_probes
-    from vllm_adapter import offload_lookup
+    from benchmarks import cffi_core as native
+    from swa_prefix_cache.pyspec.offload_lookup import legacy_probes
+    from swa_prefix_cache.vllm_adapter import offload_lookup
 
     manager, keys, ctx, mask = build_manager(n, hit_rate, rng)
     stand_in = SimpleNamespace(manager=manager)
@@ -165,7 +166,7 @@ def main(argv: list[str]) -> int:
                 print(f"{n:>7} {window:>3} {rate:>5.2f} | {p['vllm']:>11} {p['ours']:>6} "
                       f"{c['probe_target']:>7.1f} | {m['vllm']:>9.1f} {m['native']:>9.2f} "
                       f"{m['python']:>9.2f} | {s['native']:>8.1f} {s['python']:>8.1f}", flush=True)
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     vllm_adapter.uninstall()
     zero = [c for c in cells if c["hit_rate"] == 0.0]
@@ -182,10 +183,10 @@ def main(argv: list[str]) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = "quick" if args.quick else dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     path = RESULTS / f"offload-{stamp}.json"
-    path.write_text(json.dumps({
+    receipts.write(path, {
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(),
         "quick": args.quick, "cells": cells,
-    }, indent=1))
+    })
     print(f"receipt: {path}")
     return 0
 

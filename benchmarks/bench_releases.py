@@ -130,7 +130,7 @@ class Worker:
         from benchmarks import bench_vllm  # noqa: F401 - sets the platform env before vLLM loads
         from benchmarks.harness import BS, capture_impls
         from benchmarks.swa_cells import Hashes
-        from pyspec import settings
+        from swa_prefix_cache import settings
 
         import vllm
 
@@ -138,7 +138,7 @@ class Worker:
         self.bs = BS
         self.version = vllm.__version__
         impls = capture_impls()
-        if settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False) and impls.backend != "native":
+        if settings.STRICT_NATIVE.read() and impls.backend != "native":
             raise SystemExit(f"SWA_PREFIX_CACHE_STRICT_NATIVE=1 but ours runs on the {impls.backend} "
                              f"core on vLLM {self.version}: {impls.native_error or impls.other_error}")
         self.impls = replace(impls, table={k: impls.table[k] for k in ("vllm", "ours")},
@@ -463,7 +463,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                "workers": workers, "wall_s": time.perf_counter() - started}
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{stem}.json"
-    out.write_text(json.dumps(receipt, indent=1) + "\n")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks import receipts
+
+    receipts.write(out, receipt)
     print(f"receipt: {out}")
     print(f"wall time {receipt['wall_s']:.1f} s")
     return 0

@@ -8,7 +8,7 @@ interleaved, in one process (benchmarks/harness.py):
   before the plugin is installed);
 * ``ours``: the plugin as ``install()`` builds it from the environment
   (``SWA_PREFIX_CACHE_CORE``; unset = ``native``: the extension
-  ``extracted_c._hotpath``, the proved C search with the BlockPool probe and
+  ``swa_prefix_cache.core._hotpath``, the proved C search with the BlockPool probe and
   vLLM's output lists in C). The PASS/MISS verdicts judge this column;
 * the other core (``python`` when ours is native: pyspec's search over mask
   objects; ``native`` when the environment asked for python), so the ratio
@@ -60,7 +60,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks import report  # noqa: E402
-from pyspec import settings  # noqa: E402
+from swa_prefix_cache import settings  # noqa: E402
 from benchmarks.cost_model import COST_SIZES, cost_model  # noqa: E402
 from benchmarks.full_attention_rows import FINE_TOKENS, FULL_BLOCKS, full_bench  # noqa: E402
 from benchmarks.harness import BS, Impls, capture_impls  # noqa: E402
@@ -179,7 +179,7 @@ def main() -> int:
               "measuring the python core as ours")
     if impls.other is None:
         print(f"no other column: {impls.other_error}")
-    if settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False) and "native" not in (impls.backend, impls.other):
+    if settings.STRICT_NATIVE.read() and "native" not in (impls.backend, impls.other):
         print("SWA_PREFIX_CACHE_STRICT_NATIVE=1 but the native core is measured in neither column "
               f"({impls.other_error or 'extension unavailable'})")
         return 1

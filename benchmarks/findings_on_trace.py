@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks import replay_layouts  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -109,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "tier_hit_tokens", "hit_rate", "reference_hit_rate", "short_of_reference",
                                         "command")}
                for name, r in runs.items()}
-    receipt.write_text(json.dumps({"layout": args.layout, "offload_gb": args.offload_gb, "store": args.store,
-                                   "runs": summary}, indent=1) + "\n")
+    receipts.write(receipt, {"layout": args.layout, "offload_gb": args.offload_gb, "store": args.store,
+                                   "runs": summary})
     print(f"receipt {receipt.relative_to(ROOT)}")
     return 0 if all(r["identical"] for r in runs.values()) else 1
 

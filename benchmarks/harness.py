@@ -24,9 +24,9 @@ for _path in (str(ROOT), str(ROOT / "tests")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import vllm_adapter  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
 from benchmarks.seed_table import SEED_BLOCK_SIZE  # noqa: E402
-from vllm_adapter import patch as adapter_patch  # noqa: E402
+from swa_prefix_cache.vllm_adapter import patch as adapter_patch  # noqa: E402
 from vllm_support import count_native, make_block_hashes, make_block_pool, make_spec  # noqa: E402
 
 from vllm.v1.core.kv_cache_coordinator import HybridKVCacheCoordinator  # noqa: E402
@@ -134,7 +134,7 @@ def _choice(core: str) -> tuple[Any, str]:
     extension cannot be loaded (rather than falling back to python)."""
     if core == "python":
         return None, "python"
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     return hotpath.load(), "native"
 

@@ -28,7 +28,6 @@ one from panel to panel:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -361,7 +360,11 @@ def main() -> int:
             return 1
         src = found[-1]
     out = Path(args.out) if args.out else src.with_suffix(".png")
-    print(plot_receipt(json.loads(src.read_text()), out))
+    if str(RESULTS.parent.parent) not in sys.path:
+        sys.path.insert(0, str(RESULTS.parent.parent))
+    from benchmarks import receipts
+
+    print(plot_receipt(receipts.load(src), out))
     return 0
 
 

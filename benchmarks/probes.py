@@ -4,7 +4,7 @@ A probe is one ``BlockPool.get_cached_block`` call. vLLM's and the python
 core's are counted by wrapping the pool instance's method (never while
 timing). A wrapped method makes the extension hand the call to its Python
 lookup, so the native core's probes are counted on the C search itself
-(``extracted_c.native.find_hit_probe``, the same prefix_cache.c probe
+(``benchmarks.cffi_core.find_hit_probe``, the same prefix_cache.c probe
 instance the extension runs) with a counting probe on the same pool.
 ``bare_probe_loop`` replays a lookup's probes as bare method calls: what
 any code making those probes through ``BlockPool``'s method would spend.
@@ -18,7 +18,7 @@ from typing import Any
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
 from benchmarks.harness import BS, Impls, same_result, use
-from pyspec.params import alignment_period, contiguous_blocks_for_hit
+from swa_prefix_cache.pyspec.params import alignment_period, contiguous_blocks_for_hit
 from vllm_support import count_get_cached_block
 
 
@@ -32,7 +32,7 @@ def c_search_probes(kwargs: dict[str, Any]) -> tuple[int, list[int]]:
     lookup: the C search (``find_hit_probe``, the probe instance of
     prefix_cache.c the extension runs) asking the same pool through
     ``get_cached_block``."""
-    from extracted_c import native
+    from benchmarks import cffi_core as native
 
     spec = kwargs["kv_cache_spec"]
     hashes, gids, pool = kwargs["block_hashes"], kwargs["kv_cache_group_ids"], kwargs["block_pool"]

@@ -79,8 +79,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import vllm  # noqa: E402
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks import host_tier, mooncake, replay_layouts, tier_gap  # noqa: E402
-from pyspec.tier_reference import Group, chained_keys, reference_hits  # noqa: E402
+from swa_prefix_cache.pyspec.tier_reference import Group, chained_keys, reference_hits  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 HBM_BYTES_PER_S = 3.35e12 * 0.8
@@ -157,7 +158,7 @@ def use_store(store: str) -> Callable[[], None]:
     corrected name otherwise)."""
     if store == "stock":
         return lambda: None
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     saved = os.environ.get("SWA_PREFIX_CACHE_OFFLOAD_FILTER")
     os.environ["SWA_PREFIX_CACHE_OFFLOAD_FILTER"] = "corrected"
@@ -174,7 +175,7 @@ def use_store(store: str) -> Callable[[], None]:
 
 def reference_store(built: replay_layouts.Built, prompts: list[tuple[list[int], int]],
                     tier: TierSetting | None) -> dict[str, Any] | None:
-    """The reference store (``pyspec.tier_reference``: keeps exactly what
+    """The reference store (``swa_prefix_cache.pyspec.tier_reference``: keeps exactly what
     vLLM's lookups can read, LRU) on the run's prompts at the run's bytes:
     the GPU pool's (its blocks times one group's block bytes) plus the
     tier's; its groups, windows and block bytes from the scheduler's real
@@ -479,7 +480,7 @@ def replay(trace: list[mooncake.TraceRequest], layout: replay_layouts.Layout, *,
     from vllm.v1.request import Request
 
     from benchmarks.harness import VLLM_PATCH, capture_impls, use
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     impls = capture_impls()
     store = use_store(tier.store) if tier is not None else None
@@ -807,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
                   machine=platform.machine(), started=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        receipts.write(args.json, result)
     for line in report(result):
         print(line)
     print(replay_line(result), flush=True)

@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks import mooncake, replay_layouts  # noqa: E402
 from benchmarks.replay import LOOKUP_SHARE_MAX, split  # noqa: E402
 
@@ -115,17 +116,17 @@ def plot(runs: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
-def merged_runs(receipts: list[Path]) -> tuple[list[dict[str, Any]], int | None]:
+def merged_runs(paths: list[Path]) -> tuple[list[dict[str, Any]], int | None]:
     """The runs of several suite receipts, each layout and pool once, all of
     the same number of requests; raises ValueError naming the receipt."""
     runs: list[dict[str, Any]] = []
     requests: set[int | None] = set()
     seen: dict[tuple[str, str], Path] = {}
-    for path in receipts:
+    for path in paths:
         if not path.is_file():
             raise ValueError(f"--merge: no such receipt {path}")
         try:
-            data = json.loads(path.read_text())
+            data = receipts.load(path)
             found = data["runs"]
             requests.add(data["requests"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -175,7 +176,7 @@ def report(runs: list[dict[str, Any]], requests: int | None, stamp: str, *, quic
     body: dict[str, Any] = {"requests": requests, "pools": pools, "runs": runs}
     if merged_from:
         body["merged_from"] = [path.name for path in merged_from]
-    receipt.write_text(json.dumps(body, indent=1) + "\n")
+    receipts.write(receipt, body)
     print(f"receipt {receipt.relative_to(ROOT)}")
     if not quick:
         png = receipt.with_suffix(".png")

@@ -28,7 +28,6 @@ kept (their quartiles are).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 import torch
 import vllm
 
+from benchmarks import receipts
 from benchmarks.cost_model import FIXED_MAX_US, PER_PROBE_MAX_NS, PER_PROBE_VS_GCB
 from benchmarks.full_attention_rows import FULL_SPEEDUP
 from benchmarks.harness import BS, Impls
@@ -45,7 +45,7 @@ from benchmarks.probes import contiguous_need
 from benchmarks.scheduler_rows import MEMO, MEMO_COST_MAX, SCHED_CEILING_SHARE, SCHED_SPEEDUP
 from benchmarks.side_by_side import NO_AHEAD
 from benchmarks.swa_cells import BASELINE
-from vllm_adapter import fingerprint as adapter_fingerprint
+from swa_prefix_cache.vllm_adapter import fingerprint as adapter_fingerprint
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -361,34 +361,6 @@ def scheduler_and_full_verdicts(sched: list[dict[str, Any]], full: dict[str, Any
     return out
 
 
-def compact_json(obj: Any, indent: int = 0) -> str:
-    """JSON with one line per key of the outer objects, and any list of
-    scalars or small flat object on one line, so a receipt reads top down."""
-    pad, inner = " " * indent, " " * (indent + 1)
-
-    def scalar(x: Any) -> bool:
-        return not isinstance(x, (dict, list))
-
-    def flat(x: Any) -> bool:
-        if isinstance(x, list):
-            return all(scalar(v) for v in x) or (
-                all(isinstance(v, list) and all(scalar(u) for u in v) for v in x))
-        if isinstance(x, dict):
-            return len(x) <= 8 and all(scalar(v) or (isinstance(v, list) and all(map(scalar, v)))
-                                       for v in x.values())
-        return True
-
-    if flat(obj):
-        return json.dumps(obj, default=float)
-    if isinstance(obj, dict):
-        body = ",\n".join(f"{inner}{json.dumps(k)}: {compact_json(v, indent + 1)}"
-                          for k, v in obj.items())
-        return "{\n" + body + "\n" + pad + "}"
-    body = ",\n".join(inner + compact_json(v, indent + 1) for v in obj)
-    return "[\n" + body + "\n" + pad + "]"
-
-
-
 def build_receipt(args: argparse.Namespace, inputs: dict[str, Any], lookup: LookupCode, impls: Impls,
             filler: int, summary: dict[str, Any], measured: Measured, wall: float) -> dict[str, Any]:
     """The run's JSON receipt: what ran where, the targets, every row."""
@@ -426,5 +398,5 @@ def build_receipt(args: argparse.Namespace, inputs: dict[str, Any], lookup: Look
 def write_receipt(receipt: dict[str, Any], stem: str) -> Path:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{stem}.json"
-    out.write_text(compact_json(receipt) + "\n")
+    receipts.write(out, receipt)
     return out

@@ -55,7 +55,7 @@ from benchmarks.side_by_side import (
 )
 from vllm_support import count_get_cached_block, count_native
 
-from vllm_adapter.lookup_memo import SEEN_WINDOW
+from swa_prefix_cache.vllm_adapter.lookup_memo import SEEN_WINDOW
 
 # scripts/vllm_upstream/triton_guard.py: the one pass over vLLM 0.34's x86
 # "requires Triton" config guard (vLLM's own test sessions use it too).

@@ -21,7 +21,7 @@ from benchmarks.timing import interleaved, reps_for
 Job = tuple[Any, Callable[[], object]]  # (what to put on vLLM's classes, the call)
 
 # The column of ours with the native pool probe's read-ahead off
-# (extracted_c/glue/hotpath_pool.c): what the prefetching is worth in a row.
+# (swa_prefix_cache/core/glue/hotpath_pool.c): what the prefetching is worth in a row.
 NO_AHEAD = "ours, read-ahead off"
 
 
@@ -111,7 +111,7 @@ def read_ahead_off(impls: Impls, fn: Callable[[], Any]) -> Callable[[], Any] | N
     dict-layout self-test failed)."""
     if impls.core_of("ours") != "native":
         return None
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     if not module.read_ahead(True):

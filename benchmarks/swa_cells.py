@@ -23,7 +23,7 @@ the same cell, read from that file at run time.
 
 from __future__ import annotations
 
-import json
+from benchmarks import receipts
 import random
 import statistics
 from collections.abc import Sequence
@@ -251,7 +251,7 @@ def baseline_speedups() -> dict[tuple[int, int, float], float]:
     """Ours' speedup per seed cell in the committed BASELINE receipt."""
     global _baseline
     if _baseline is None:
-        receipt = json.loads(BASELINE.read_text())
+        receipt = receipts.load(BASELINE)
         _baseline = {
             (c["window_tokens"], c["context_tokens"], c["hit_rate"]): c["speedup"]
             for c in receipt["cells"] if c.get("seed_speedup") is not None

@@ -2,7 +2,7 @@
 request, and the cause each shortfall has.
 
 Standard library only. The replay gives, per request in arrival order, its
-prompt's chained block keys (``pyspec.tier_reference.chained_keys``), the
+prompt's chained block keys (``swa_prefix_cache.pyspec.tier_reference.chained_keys``), the
 hit tokens vLLM admitted it with (GPU pool plus host tier) and the
 reference store's hit tokens (``reference_hits``). A request is short when
 vLLM's hit is below the reference's; each short request gets one cause:

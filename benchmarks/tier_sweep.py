@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks import mooncake, replay_layouts  # noqa: E402
 from benchmarks.replay import LOOKUP_SHARE_MAX, STORES, TURNS  # noqa: E402
 from benchmarks.replay import vllm  # noqa: E402 (the replay sets vLLM's platform first)
@@ -235,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     name = "tier-sweep-quick" if args.quick else f"tier-sweep-{requests or 'all'}-{args.turns}{release}-{stamp}"
     receipt = RESULTS / f"{name}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    receipt.write_text(json.dumps({"requests": requests, "turns": args.turns, "vllm": vllm.__version__,
-                                   "runs": runs}, indent=1) + "\n")
+    receipts.write(receipt, {"requests": requests, "turns": args.turns, "vllm": vllm.__version__,
+                                   "runs": runs})
     print(f"receipt {receipt.relative_to(ROOT)}")
     png = receipt.with_suffix(".png")
     plot(runs, png)

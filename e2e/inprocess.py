@@ -5,7 +5,7 @@ process), the plugin loaded through its entry point as in the server.
 Each (model, mode) runs in a fresh child process (the plugin installs once
 per process): the probe's prompts (probe.py) go through ``LLM.generate``
 one at a time, ``rounds`` times over, and the child prints the plugin's
-counters (``vllm_adapter.stats()``: lookups and the time spent inside
+counters (``swa_prefix_cache.vllm_adapter.stats()``: lookups and the time spent inside
 them, per manager: the sliding-window lookup's ``calls``/``lookup_ns``,
 the full-attention lookup's ``full_calls``/``full_lookup_ns``). Mode
 ``off`` times vLLM's own lookups, ``on`` ours (default core: the
@@ -36,7 +36,7 @@ import probe  # noqa: E402
 def child(model_dir: str, mode: str, rounds: int) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     work = probe.Workload()
     prompts = [" ".join(words) for _, _, words in probe.requests(work)]

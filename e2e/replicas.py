@@ -14,10 +14,10 @@ with the replay socket):
   (vLLM offsets the port by the rank), so the index has replicas ``dp0``
   and ``dp1``;
 * ``dpx``: the same with ``SWA_PREFIX_CACHE_DP_ROUTING=exact``: the front
-  end routes by its own index of the ranks (vllm_adapter/dp_routing.py).
+  end routes by its own index of the ranks (swa_prefix_cache/vllm_adapter/dp_routing.py).
 
 One ``KVIndex`` per model holds every replica, each fed by its own
-``kv_index.Subscriber``. A replica's layout (group order, kinds, block
+``swa_prefix_cache.kv_index.Subscriber``. A replica's layout (group order, kinds, block
 sizes, window) is what the plugin recorded from the engine's coordinator
 (its stats file, after warm-up requests); the subscriber then joins late
 and catches up from ``seq`` 0 through vLLM's replay socket.
@@ -61,15 +61,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import receipts  # noqa: E402
+
 import load  # noqa: E402
 import make_models  # noqa: E402
 import probe  # noqa: E402
 import run_e2e  # noqa: E402
 from run_e2e import SERVED_NAME, Failure, Run  # noqa: E402
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
-from kv_index.layout import SLIDING_WINDOW, SPEC_KINDS  # noqa: E402
-from kv_index.subscriber import Subscriber  # noqa: E402
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
+from swa_prefix_cache.kv_index.layout import SLIDING_WINDOW, SPEC_KINDS  # noqa: E402
+from swa_prefix_cache.kv_index.subscriber import Subscriber  # noqa: E402
 
 OFF = Run("off", "", "vllm")
 ON = Run("on", "", "native")
@@ -432,8 +434,8 @@ def main(argv: list[str]) -> int:
     total = sum(r["summary"]["compared"] for r in results.values())
     path = args.out / f"receipt-{started}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"results": results, "wall_s": round(time.monotonic() - t0, 1),
-                                "rows": [asdict(r) for r in all_rows]}, indent=1))
+    receipts.write(path, {"results": results, "wall_s": round(time.monotonic() - t0, 1),
+                                "rows": [asdict(r) for r in all_rows]})
     print(f"replicas passed: {total} requests scored exactly (0 mismatches) in "
           f"{time.monotonic() - t0:.0f} s; receipt {path}")
     return 0

@@ -7,7 +7,7 @@ behind each balancer, one after another, with the same requests:
   ``vllm-router --policy kv_aware`` (the real process from PyPI, fed by
   both servers' KV events: ``--kv-event-source`` / ``--kv-event-replay-source``);
 * ``dpx``: the ``dp`` server with ``SWA_PREFIX_CACHE_DP_ROUTING=exact``: the
-  front end routes by its exact index of the ranks (vllm_adapter/dp_routing.py);
+  front end routes by its exact index of the ranks (swa_prefix_cache/vllm_adapter/dp_routing.py);
 * ``router-rr``: the ``router`` set-up with ``--policy round_robin``: the
   control that tells what the router's topology (two API servers and a
   proxy in front of them) costs, apart from how it scores the cache.
@@ -71,8 +71,9 @@ import _replay  # noqa: E402  (upstream/routers: the reproductions' HTTP and log
 import dynamo_indexer  # noqa: E402
 from vllm_router_kv_aware import _ANSI, _fields  # noqa: E402
 
+from benchmarks import receipts  # noqa: E402
 from benchmarks import mooncake  # noqa: E402
-from kv_index import KVIndex  # noqa: E402
+from swa_prefix_cache.kv_index import KVIndex  # noqa: E402
 
 SCALE = 16  # a 512-token trace block becomes 32 tokens: one vLLM block
 MAX_PROMPT = replicas.MAX_PROMPT - 32
@@ -493,8 +494,8 @@ def main(argv: list[str]) -> int:
                 "scale": SCALE, "max_prompt": MAX_PROMPT, "max_output": MAX_OUTPUT, "pool": POOL,
                 "vllm_router": _version(args.router, "vllm-router"),
                 "dynamo": _version(args.dynamo, "ai-dynamo-runtime") if args.dynamo else None}
-    path.write_text(json.dumps({"settings": settings, "results": results,
-                                "wall_s": round(time.monotonic() - t0, 1)}, indent=1))
+    receipts.write(path, {"settings": settings, "results": results,
+                                "wall_s": round(time.monotonic() - t0, 1)})
     for model, result in results.items():
         for balancer, s in result["balancers"].items():
             print(f"routing {model:6} {balancer:6} hit_rate={s['hit_rate']:.3f} "

@@ -7,7 +7,7 @@ into this venv (its ``vllm.general_plugins`` entry point; nothing here
 patches vLLM). Before any server starts, a neutral-cwd import in this venv
 must find the package in site-packages, installed from that very wheel
 (pip's ``direct_url.json`` hash = the wheel's sha256); each engine core that
-runs our core must have mapped ``extracted_c/_hotpath*.so`` from there, byte
+runs our core must have mapped ``swa_prefix_cache/core/_hotpath*.so`` from there, byte
 for byte the file inside the wheel (``/proc/<pid>/maps``).
 
 Probe runs, the same probe (probe.py) against each:
@@ -32,7 +32,7 @@ Pass criteria of the probe runs, all checked:
 * the long prompts stayed cached: each sent again was served at least 90%
   from the cache;
 * the plugin ran in the engine-core process: that process's stats file
-  (vllm_adapter/report.py) shows the expected mode and core, a pid other
+  (swa_prefix_cache/vllm_adapter/stats_file.py) shows the expected mode and core, a pid other
   than the server's, and at least one sliding-window lookup per request;
 * the hybrid model's engine core made at least one full-attention lookup
   per request in every run (ours, replaced, in on and shadow), the all-SWA
@@ -104,6 +104,19 @@ import probe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVED_NAME = "tiny"
+
+
+def _receipts() -> Any:
+    """benchmarks/receipts.py, loaded from its file: the repository root is
+    not on this process's path, so that the package imports from the
+    installed wheel, not from the work tree."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("receipts", ROOT / "benchmarks" / "receipts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 BLOCK_SIZE = 32  # CPU attention raises 16 to 32 anyway
 
 
@@ -382,12 +395,12 @@ def per_manager(stats: dict[str, Any], before: dict[str, Any] | None = None) -> 
 
 _WHERE = r"""
 import importlib.metadata as md, json, sys, sysconfig
-import extracted_c, extracted_c._hotpath as hot, vllm_adapter
+import swa_prefix_cache.core, swa_prefix_cache.core._hotpath as hot, swa_prefix_cache.vllm_adapter
 dist = md.distribution("swa-prefix-cache")
 eps = [e.value for e in dist.entry_points if e.group == "vllm.general_plugins"]
 print(json.dumps({
     "site": sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}),
-    "vllm_adapter": vllm_adapter.__file__, "extracted_c": extracted_c.__file__,
+    "vllm_adapter": swa_prefix_cache.vllm_adapter.__file__, "core": swa_prefix_cache.core.__file__,
     "hotpath": hot.__file__, "version": dist.version, "entry_points": eps,
     "direct_url": json.loads(dist.read_text("direct_url.json") or "null"),
 }))
@@ -403,9 +416,9 @@ def wheel_info(wheel: Path) -> dict[str, Any]:
     """The wheel's name, sha256, tag and its _hotpath member's sha256."""
     with zipfile.ZipFile(wheel) as z:
         members = [n for n in z.namelist()
-                   if n.startswith("extracted_c/_hotpath") and n.endswith(".so")]
+                   if n.startswith("swa_prefix_cache/core/_hotpath") and n.endswith(".so")]
         if len(members) != 1:
-            raise Failure(f"{wheel.name}: expected one extracted_c/_hotpath*.so, got {members}")
+            raise Failure(f"{wheel.name}: expected one swa_prefix_cache/core/_hotpath*.so, got {members}")
         hot_sha = hashlib.sha256(z.read(members[0])).hexdigest()
         stray = [n for n in z.namelist() if "libprefix_cache" in n]
     if stray:
@@ -432,7 +445,7 @@ def installed_where(python: str = sys.executable) -> dict[str, Any]:
 def check_installed(where: dict[str, Any], wheel: dict[str, Any]) -> None:
     """The package the servers import is the wheel's, from site-packages."""
     site = [str(Path(d).resolve()) for d in where["site"]]
-    for key in ("vllm_adapter", "extracted_c", "hotpath"):
+    for key in ("vllm_adapter", "core", "hotpath"):
         path = str(Path(where[key]).resolve())
         if not any(path.startswith(d + os.sep) for d in site):
             raise Failure(f"{key} imports from {path}, not from site-packages {site}")
@@ -446,7 +459,7 @@ def check_installed(where: dict[str, Any], wheel: dict[str, Any]) -> None:
                       f"not {wheel['file']} (sha256 {wheel['sha256']})")
     if sha256_file(Path(where["hotpath"])) != wheel["hotpath_sha256"]:
         raise Failure(f"{where['hotpath']} differs from {wheel['hotpath_member']} in the wheel")
-    if "vllm_adapter.plugin:register" not in where["entry_points"]:
+    if "swa_prefix_cache.vllm_adapter.plugin:register" not in where["entry_points"]:
         raise Failure(f"no vllm.general_plugins entry point: {where['entry_points']}")
 
 
@@ -868,7 +881,7 @@ def receipt(all_outcomes: dict[str, list[Outcome]], loads: dict[str, LoadOutcome
             dp_work: load.LoadWorkload | None = None) -> dict[str, Any]:
     import vllm
 
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     found = fingerprint.check(fingerprint.SLIDING_WINDOW)
     known, digest = found.known, found.variant or "changed: " + ", ".join(found.changed)
@@ -1055,7 +1068,7 @@ def main(argv: list[str]) -> int:
             installed = installed_where()
             check_installed(installed, wheel)
             print(f"e2e: servers import {wheel['file']} (sha256 {wheel['sha256'][:16]}...) "
-                  f"from {Path(installed['vllm_adapter']).parent.parent}", flush=True)
+                  f"from {Path(installed['vllm_adapter']).parent.parent.parent}", flush=True)
         else:
             print("e2e: no --wheel given: NOT checking what the servers import", flush=True)
         model_dirs = make_models.build(args.out / "models")
@@ -1110,7 +1123,7 @@ def main(argv: list[str]) -> int:
     data = receipt(all_outcomes, loads, work, load_work, started, time.monotonic() - t0,
                    wheel, installed, in_process, dps, dp_work)
     path = args.out / f"receipt-{started}.json"
-    path.write_text(json.dumps(data, indent=1))
+    _receipts().write(path, data)
     print()
     for line in summary_lines(data):
         print(line)

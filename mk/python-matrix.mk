@@ -14,7 +14,7 @@
 #   cross-aarch64   the proved core and the glue cross-compiled for aarch64
 #                   (Debian's gcc-aarch64-linux-gnu, the project's flags,
 #                   -Werror, the aarch64 headers of Debian's CPython): both
-#                   extensions, extracted_c._hotpath and kv_index._kvnative
+#                   extensions, swa_prefix_cache.core._hotpath and swa_prefix_cache.kv_index._kvnative
 #                   (portable SHA-256 only); then the self-check (both)
 #                   under qemu-aarch64-static with Debian's aarch64 CPython
 #                   (SKIPPED with the reason where it cannot run)
@@ -149,21 +149,21 @@ $(AARCH64_SYSROOT_STAMP):
 AARCH64_PYCFLAGS = cfg=$$(ls $(AARCH64_SYSROOT)/usr/lib/python$(AARCH64_PY)/_sysconfigdata__linux_aarch64-linux-gnu.py 2>/dev/null | head -1); \
 	pycflags=$$($(PY) -c 'import runpy,sys; v=runpy.run_path(sys.argv[1])["build_time_vars"]; print(v["CFLAGS"], v["CCSHARED"])' $$cfg \
 		| sed -e 's/-ffile-prefix-map=[^ ]*//g' -e 's/-fdebug-prefix-map=[^ ]*//g'); \
-	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iextracted_c/proved"
+	inc="-I$(AARCH64_SYSROOT)/usr/include/python$(AARCH64_PY) -idirafter $(AARCH64_SYSROOT)/usr/include -Iswa_prefix_cache/core/proved"
 
 $(AARCH64_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	mkdir -p $(AARCH64)/obj
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
 	for f in $(call units,hotpath-core); do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c $$f -o $(AARCH64)/obj/$$(basename $$f .c).o; done; \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iswa_prefix_cache/core/proved -c $$f -o $(AARCH64)/obj/$$(basename $$f .c).o; done; \
 	for f in $(call units,hotpath-glue); do \
 		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c $$f -o $(AARCH64)/obj/$$(basename $$f .c).o; done; \
 	$(AARCH64_CC) $(CFLAGS_LIB) -o $(AARCH64)/libprefix_cache.so $(C_UNITS); \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
 
-# kv_index._kvnative the same way (extracted_c/units.py's kv-core with
+# swa_prefix_cache.kv_index._kvnative the same way (swa_prefix_cache/core/units.py's kv-core with
 # CORE_FLAGS, its kv-glue with Python's CFLAGS + GLUE_FLAGS): off x86-64
 # kvindex_sha256.c compiles its portable SHA-256 only (its #if guard; the
 # preprocessed unit is checked to hold no SHA-NI code).
@@ -172,17 +172,17 @@ $(AARCH64_KV_SO): $(AARCH64_SYSROOT_STAMP) $(HOTPATH_SRC) mk/python-matrix.mk
 	@$(AARCH64_PYCFLAGS); \
 	set -x; \
 	for f in $(call units,kv-core); do \
-		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iextracted_c/proved -c $$f -o $(AARCH64)/obj-kv/$$(basename $$f .c).o; done; \
+		$(AARCH64_CC) $$pycflags $(CORE_FLAGS_PY) -Iswa_prefix_cache/core/proved -c $$f -o $(AARCH64)/obj-kv/$$(basename $$f .c).o; done; \
 	for f in $(call units,kv-glue); do \
 		$(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -c $$f -o $(AARCH64)/obj-kv/$$(basename $$f .c).o; done; \
-	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E kv_index/glue/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
+	! $(AARCH64_CC) $$pycflags $(GLUE_FLAGS_PY) $$inc -E swa_prefix_cache/kv_index/glue/kvindex_sha256.c | grep -q 'compress_shani\|_mm_sha256' \
 		|| { set +x; echo "kvindex_sha256.c: SHA-NI code compiled for aarch64"; exit 1; }; \
 	$(AARCH64_CC) -shared -o $@ $(AARCH64)/obj-kv/*.o
 	file $@ | grep -q 'ARM aarch64' || { echo "$@ is not an aarch64 object"; exit 1; }
 
 # The self-check under qemu: Debian's aarch64 CPython imports the
 # cross-built modules ($$SWA_PREFIX_CACHE_HOTPATH, $$SWA_PREFIX_CACHE_KVNATIVE;
-# $$SWA_PREFIX_CACHE_STRICT_NATIVE=1: a kv_index._kvnative that does not load
+# $$SWA_PREFIX_CACHE_STRICT_NATIVE=1: a swa_prefix_cache.kv_index._kvnative that does not load
 # fails), prints the fast-path choices and runs scripts/matrix/selfcheck.py
 # (kv_index with the standard library only); the receipt is written by the
 # same interpreter.

@@ -10,10 +10,10 @@
 #                           kv_index on the patched vLLM
 #
 # Writes build/upstream/block_offsets/ (the generated .patch, the copies, the
-# junit reports). upstream/block_offsets/check.py reuses
+# junit reports). upstream/block_offsets/check_block_offsets.py reuses
 # upstream/findings/check.py's build and test-session functions.
 
 .PHONY: upstream-events
 
 upstream-events: setup
-	$(PY) upstream/block_offsets/check.py
+	$(PY) upstream/block_offsets/check_block_offsets.py

@@ -35,7 +35,7 @@ upstream-patch-next: setup build/releases/$(UPSTREAM_VLLM_NEXT)/.stamp
 		$(PY) upstream/check_patch.py
 
 # The BlockStored.block_offsets patch (mk/upstream-events.mk) on the same
-# release: upstream/block_offsets/check.py reads UPSTREAM_VLLM too.
+# release: upstream/block_offsets/check_block_offsets.py reads UPSTREAM_VLLM too.
 .PHONY: upstream-events-next
 upstream-events-next: setup build/releases/$(UPSTREAM_VLLM_NEXT)/.stamp
-	UPSTREAM_VLLM="$(UPSTREAM_VLLM_NEXT)" $(PY) upstream/block_offsets/check.py
+	UPSTREAM_VLLM="$(UPSTREAM_VLLM_NEXT)" $(PY) upstream/block_offsets/check_block_offsets.py

@@ -8,14 +8,14 @@
 #   make upstream-routers-record   record the fixtures again from live vLLM servers
 #                                  (the e2e venv; about 6 minutes; commit the result)
 #
-# upstream/routers/check.py runs in a network namespace with loopback only
+# upstream/routers/check_routers.py runs in a network namespace with loopback only
 # (unshare -n): Dynamo's indexer binds its HTTP port on every interface and
 # has no option to bind one.
 
 .PHONY: upstream-routers upstream-routers-record
 
 upstream-routers: $(PEERS_STAMP)
-	unshare -n sh -c 'ip link set lo up && exec $(PEERS_VENV)/bin/python upstream/routers/check.py'
+	unshare -n sh -c 'ip link set lo up && exec $(PEERS_VENV)/bin/python upstream/routers/check_routers.py'
 
 upstream-routers-record: setup-e2e
 	$(E2E_PY) upstream/routers/record.py

@@ -7,13 +7,13 @@
 # suites run against them with fewer cases than `make test`, then a receipt
 # build/matrix/vllm-<version>-cpython-3.11-x86_64.json (scripts/matrix/
 # receipt.py). The offload lookup's suite runs where the plugin patches it
-# (0.30+, vllm_adapter/known_sources.py), the data-parallel routing's on 0.32+.
+# (0.30+, swa_prefix_cache/vllm_adapter/known_sources.py), the data-parallel routing's on 0.32+.
 RELEASES_DIR := build/releases
 VLLM_RELEASES := 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.34.0
 RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 	reference=tests/test_vllm_reference.py,tests/test_adapter.py \
 	coordinators=tests/test_coordinators.py \
-	hotpath=tests/test_hot_path.py,tests/test_full_hotpath.py,tests/test_report.py
+	hotpath=tests/test_hot_path.py,tests/test_full_hotpath.py,tests/test_stats_file.py
 RELEASE_OFFLOAD_SUITE := offload=tests/test_offload_lookup_adapter.py,tests/test_offload_keys.py
 # The data-parallel routing's suite, where the plugin patches it (0.32+).
 RELEASE_DP_SUITE := dp=tests/test_dp_routing.py

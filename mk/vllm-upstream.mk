@@ -16,7 +16,7 @@ VLLM_UPSTREAM_SET ?= full
 .PHONY: vllm-upstream-tests vllm-upstream-clean
 
 # `ext`: the plugin serves with the native extension (the default core), so
-# a stale extracted_c/_hotpath*.so must be rebuilt before vLLM runs on it.
+# a stale swa_prefix_cache/core/_hotpath*.so must be rebuilt before vLLM runs on it.
 vllm-upstream-tests: setup ext
 	PY="$(abspath $(PY))" VLLM_UPSTREAM_SET="$(VLLM_UPSTREAM_SET)" \
 		bash scripts/vllm_upstream_tests.sh $(VLLM_UPSTREAM_TESTS)

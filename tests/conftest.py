@@ -9,8 +9,8 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import pytest
 
-from extracted_c import native
-from pyspec import settings as swa_settings
+from benchmarks import cffi_core as native
+from swa_prefix_cache import settings as swa_settings
 
 # Counts of cases each suite ran, printed at the end so a run that checked
 # nothing cannot pass unnoticed.
@@ -23,7 +23,7 @@ def require_native() -> None:
     if native.is_available():
         return
     message = f"native library unavailable at {native.library_path()}"
-    if swa_settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False):
+    if swa_settings.STRICT_NATIVE.read():
         pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
     pytest.skip(message + "; run `make lib`")
 
@@ -35,14 +35,14 @@ def lib() -> None:
 
 def require_hotpath() -> None:
     """Skip (or, under ``make check``, fail) when the extension
-    ``extracted_c._hotpath`` cannot be loaded (``make ext`` builds it)."""
-    from extracted_c import hotpath
+    ``swa_prefix_cache.core._hotpath`` cannot be loaded (``make ext`` builds it)."""
+    from swa_prefix_cache.core import hotpath
 
     try:
         hotpath.load()
     except hotpath.HotPathUnavailable as exc:
         message = str(exc)
-        if swa_settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False):
+        if swa_settings.STRICT_NATIVE.read():
             pytest.fail(message + " (SWA_PREFIX_CACHE_STRICT_NATIVE=1)")
         pytest.skip(message)
 

@@ -33,9 +33,10 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     unpatched,
 )
 
-import vllm_adapter  # noqa: E402
-from extracted_c import hotpath, native  # noqa: E402
-from vllm_adapter import Mode, patch, swa_lookup  # noqa: E402
+from swa_prefix_cache import settings, vllm_adapter  # noqa: E402
+from swa_prefix_cache.core import hotpath
+from benchmarks import cffi_core as native  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, patch, swa_lookup  # noqa: E402
 
 ADAPTER_CASES = int(os.environ.get("PREFIX_CACHE_ADAPTER_CASES", "100000"))
 LOOKUPS_PER_POOL = 200
@@ -116,8 +117,8 @@ def test_differential_against_vllm(core: str, monkeypatch) -> None:
 def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> None:
     monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
     monkeypatch.setattr(hotpath, "_module", None)
-    monkeypatch.setenv(hotpath.HOTPATH_ENV, str(tmp_path / "missing.so"))
-    with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+    monkeypatch.setenv(settings.HOTPATH.name, str(tmp_path / "missing.so"))
+    with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
         assert vllm_adapter.install(Mode.ON)
     assert vllm_adapter.status()["backend"] == "python"
     assert "native hot path unavailable" in caplog.text
@@ -131,11 +132,11 @@ def test_python_fallback_when_native_missing(monkeypatch, tmp_path, caplog) -> N
 
 
 def test_unknown_fingerprint_leaves_vllm_alone(monkeypatch, caplog) -> None:
-    from vllm_adapter import known_sources
+    from swa_prefix_cache.vllm_adapter import known_sources
 
     version = vllm_adapter.fingerprint.installed_version()
     monkeypatch.setitem(known_sources.VARIANTS, "sliding_window", [])
-    with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+    with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
         assert not vllm_adapter.install(Mode.ON)
     assert not vllm_adapter.is_installed()
     assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is ORIGINAL
@@ -164,7 +165,7 @@ def test_block_aligned_only_sends_fine_grained_lookups_to_vllm(core, monkeypatch
     own method, which asserts on it there. Forced on a vLLM that answers
     both kinds (0.30+), the path shows in the call count; unforced there,
     the plugin answers all four."""
-    from vllm_adapter import fingerprint, known_sources
+    from swa_prefix_cache.vllm_adapter import fingerprint, known_sources
 
     monkeypatch.setenv(vllm_adapter.CORE_ENV, core)
     alignments = (4, 8, 2, 6)
@@ -219,7 +220,7 @@ def test_shadow_returns_vllm_answer_and_reports_injected_mismatch(monkeypatch, c
     assert vllm_adapter.install(Mode.SHADOW)
     args = _all_cached_lookup()
     before = vllm_adapter.stats().shadow_mismatches
-    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+    with caplog.at_level(logging.ERROR, logger="swa_prefix_cache"):
         got = SlidingWindowManager.find_longest_cache_hit(**args)
     assert_same_answer(got, _vllm(**args), "shadow must return vLLM's own answer")
     assert got[1] == 32
@@ -269,7 +270,7 @@ def test_vllm_loads_the_plugin_through_its_entry_point(monkeypatch) -> None:
     import vllm.plugins
 
     names = {ep.name: ep.value for ep in entry_points(group="vllm.general_plugins")}
-    assert names.get("swa_prefix_cache") == "vllm_adapter.plugin:register"
+    assert names.get("swa_prefix_cache") == "swa_prefix_cache.vllm_adapter.plugin:register"
     monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     vllm.plugins.load_general_plugins()
@@ -287,7 +288,7 @@ def test_a_failing_search_falls_back_to_vllm(monkeypatch, caplog) -> None:
     assert vllm_adapter.install(Mode.ON)
     args = _all_cached_lookup()
     errors = vllm_adapter.stats().errors
-    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+    with caplog.at_level(logging.ERROR, logger="swa_prefix_cache"):
         for _ in range(3):
             assert_same_answer(SlidingWindowManager.find_longest_cache_hit(**args), _vllm(**args), "")
     assert vllm_adapter.stats().errors == errors + 3
@@ -299,8 +300,8 @@ def test_native_that_is_not_the_extension_uses_python(monkeypatch, tmp_path, cap
     chosen: the plugin says so once and serves with the python core."""
     monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")
     monkeypatch.setattr(hotpath, "_module", None)
-    monkeypatch.setenv(hotpath.HOTPATH_ENV, str(native.library_path()))
-    with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+    monkeypatch.setenv(settings.HOTPATH.name, str(native.library_path()))
+    with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
         assert vllm_adapter.install(Mode.ON)
     assert vllm_adapter.status()["backend"] == "python"
     assert "native hot path unavailable" in caplog.text

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from extracted_c import native
-from pyspec import SearchParams, find_hit, legacy_scan, prefix_fallback, stride_search
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec import SearchParams, find_hit, legacy_scan, prefix_fallback, stride_search
 
 GOOD_VLLM = dict(
     max_length=64, block_size=16, sliding_window=33, alignment_tokens=16,

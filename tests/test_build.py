@@ -4,7 +4,7 @@ it (SWA_PREFIX_CACHE_NATIVE=optional), which pip shows in its normal output
 (pip prints a backend's output only when the build fails);
 SWA_PREFIX_CACHE_NATIVE=optional installs without it and says so; the
 former SWA_PREFIX_CACHE_REQUIRE_NATIVE=1 still means required. On a
-free-threaded CPython nothing is built and extracted_c/hotpath.py refuses
+free-threaded CPython nothing is built and swa_prefix_cache/core/hotpath.py refuses
 the extension.
 
 Each case builds into its own temporary folder (``--build-lib`` /
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from extracted_c import hotpath
+from swa_prefix_cache import settings
+from swa_prefix_cache.core import hotpath
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE_ENV = "SWA_PREFIX_CACHE_NATIVE"
-LEGACY_ENV = "SWA_PREFIX_CACHE_REQUIRE_NATIVE"
+NATIVE_ENV = settings.NATIVE.name
+LEGACY_ENV = settings.NATIVE.old_names[0].name
 
 
 def _build(tmp_path: Path, cc: str, mode: str | None = None, legacy: bool = False,
@@ -46,7 +47,7 @@ def _build(tmp_path: Path, cc: str, mode: str | None = None, legacy: bool = Fals
 
 
 def _built(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "lib").glob("extracted_c/_hotpath*.so"))
+    return sorted((tmp_path / "lib").glob("swa_prefix_cache/core/_hotpath*.so"))
 
 
 def test_builds_with_a_compiler(tmp_path: Path) -> None:
@@ -84,7 +85,7 @@ def test_required_is_an_error(tmp_path: Path, mode: str | None, legacy: bool) ->
 def test_a_bad_mode_is_an_error(tmp_path: Path) -> None:
     done = _build(tmp_path, os.environ.get("CC", "gcc"), mode="maybe")
     assert done.returncode != 0
-    assert f"{NATIVE_ENV}='maybe'" in done.stderr
+    assert f"{NATIVE_ENV} must be one of required, optional, got 'maybe'" in done.stderr
 
 
 FREE_THREADED = (
@@ -128,26 +129,26 @@ def test_load_refuses_a_free_threaded_build(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_missing_build_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The message the plugin logs once when there is no extension."""
     monkeypatch.setattr(hotpath, "_module", None)
-    monkeypatch.setattr(hotpath, "MODULE", "extracted_c._no_such_hotpath")
+    monkeypatch.setattr(hotpath, "MODULE", "swa_prefix_cache.core._no_such_hotpath")
     monkeypatch.setattr(hotpath, "__file__", str(tmp_path / "hotpath.py"))
-    monkeypatch.delenv(hotpath.HOTPATH_ENV, raising=False)
+    monkeypatch.delenv(settings.HOTPATH.name, raising=False)
     with pytest.raises(hotpath.HotPathUnavailable, match="was not built"):
         hotpath.load()
 
 
 def test_units_name_proved_cores_and_glue_that_exist() -> None:
-    """extracted_c/units.py, the one list setup.py and the Makefile read:
-    each extension's core is proved C (extracted_c/proved/) and its glue is
+    """swa_prefix_cache/core/units.py, the one list setup.py and the Makefile read:
+    each extension's core is proved C (swa_prefix_cache/core/proved/) and its glue is
     not; every file exists; the command line prints what the Makefile
     compiles and refuses a name it does not know."""
-    from extracted_c import units
+    from swa_prefix_cache.core import units
 
     for name, paths in units.UNITS.items():
         assert paths, name
         for path in paths:
             assert (ROOT / path).is_file(), path
-            assert path.startswith("extracted_c/proved/") == name.endswith("-core"), (name, path)
-    script = [sys.executable, str(ROOT / "extracted_c" / "units.py")]
+            assert path.startswith("swa_prefix_cache/core/proved/") == name.endswith("-core"), (name, path)
+    script = [sys.executable, str(ROOT / "swa_prefix_cache" / "core" / "units.py")]
     done = subprocess.run(script + ["hotpath-core", "kv-glue"], capture_output=True, text=True)
     assert done.returncode == 0
     assert done.stdout.split() == units.UNITS["hotpath-core"] + units.UNITS["kv-glue"]

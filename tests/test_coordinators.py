@@ -19,10 +19,10 @@ masks: sparse, dense, runs, runs one block short of the window, cached
 prefixes; blocks cached in some groups only). Every lookup
 (``coordinator.find_longest_cache_hit`` and, for hybrids,
 ``find_longest_cache_hit_per_group``) runs once with vLLM's own method
-(``vllm_adapter.uninstall()``) and once patched
-(``vllm_adapter.install(Mode.ON)``): same hit length, same uncached-prefix
+(``swa_prefix_cache.vllm_adapter.uninstall()``) and once patched
+(``swa_prefix_cache.vllm_adapter.install(Mode.ON)``): same hit length, same uncached-prefix
 count, and per group the very same block objects (``is``: ``KVCacheBlock``
-compares by value). ``vllm_adapter.stats().calls`` must grow while
+compares by value). ``swa_prefix_cache.vllm_adapter.stats().calls`` must grow while
 installed, so the patched path really ran. ``KVCacheManager.
 get_computed_blocks`` is compared the same way on real ``Request``s.
 
@@ -83,8 +83,8 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     split_mask_across_groups,
 )
 
-import vllm_adapter  # noqa: E402
-from extracted_c import native  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from benchmarks import cffi_core as native  # noqa: E402
 
 CASES = int(os.environ.get("PREFIX_CACHE_COORDINATOR_CASES", "3000"))
 COUNT_KEY = "coordinators (with vs without plugin)"
@@ -351,7 +351,7 @@ def with_and_without(
         ours = [_call(q) for q in queries]
         calls = vllm_adapter.stats().calls - calls_before
         # A repeated identical lookup of a hybrid coordinator is answered by
-        # the lookup memory (vllm_adapter/lookup_memo.py) without a search.
+        # the lookup memory (swa_prefix_cache/vllm_adapter/lookup_memo.py) without a search.
         remembered = vllm_adapter.status()["lookup_memo"]["stats"].get("hits", 0)
     finally:
         vllm_adapter.uninstall()

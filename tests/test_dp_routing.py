@@ -30,10 +30,10 @@ from vllm.v1.engine import EngineCoreRequest  # noqa: E402
 from vllm.v1.engine.core_client import DPLBAsyncMPClient  # noqa: E402
 from vllm.v1.engine import EngineCoreOutputs  # noqa: E402
 
-from kv_index import KVIndex  # noqa: E402
-from kv_index.balance import choose, costs, vllm_load_score  # noqa: E402
-from kv_index.subscriber import Subscriber  # noqa: E402
-from vllm_adapter import dp_routing, registry  # noqa: E402
+from swa_prefix_cache.kv_index import KVIndex  # noqa: E402
+from swa_prefix_cache.kv_index.balance import choose, costs, vllm_load_score  # noqa: E402
+from swa_prefix_cache.kv_index.subscriber import Subscriber  # noqa: E402
+from swa_prefix_cache.vllm_adapter import dp_routing, registry  # noqa: E402
 
 ORIGINAL = registry.original(dp_routing.NAME)
 ROUTE = dp_routing._make_route(ORIGINAL)

@@ -292,20 +292,20 @@ def test_long_phase_breakages_fail(change, message) -> None:
 SITE = "/venv/lib/python3.11/site-packages"
 WHEEL = {"file": "swa_prefix_cache-0.1.0-cp311-cp311-linux_x86_64.whl", "sha256": "ab" * 32,
          "tag": "cp311-cp311-linux_x86_64",
-         "hotpath_member": "extracted_c/_hotpath.cpython-311-x86_64-linux-gnu.so",
+         "hotpath_member": "swa_prefix_cache/core/_hotpath.cpython-311-x86_64-linux-gnu.so",
          "hotpath_sha256": ""}
 
 
 def _installed(tmp_path: Path) -> dict:
-    hot = tmp_path / "site" / "extracted_c" / "_hotpath.cpython-311-x86_64-linux-gnu.so"
+    hot = tmp_path / "site" / "swa_prefix_cache" / "core" / "_hotpath.cpython-311-x86_64-linux-gnu.so"
     hot.parent.mkdir(parents=True)
     hot.write_bytes(b"the wheel's extension")
     WHEEL["hotpath_sha256"] = run_e2e.sha256_file(hot)
     site = str(tmp_path / "site")
     return {
-        "site": [site], "vllm_adapter": f"{site}/vllm_adapter/__init__.py",
-        "extracted_c": f"{site}/extracted_c/__init__.py", "hotpath": str(hot),
-        "version": "0.1.0", "entry_points": ["vllm_adapter.plugin:register"],
+        "site": [site], "vllm_adapter": f"{site}/swa_prefix_cache/vllm_adapter/__init__.py",
+        "core": f"{site}/swa_prefix_cache/core/__init__.py", "hotpath": str(hot),
+        "version": "0.1.0", "entry_points": ["swa_prefix_cache.vllm_adapter.plugin:register"],
         "direct_url": {"url": f"file:///repo/dist/{WHEEL['file']}",
                        "archive_info": {"hashes": {"sha256": WHEEL["sha256"]}}},
     }
@@ -316,7 +316,7 @@ def test_installed_wheel_passes(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("breakage, message", [
-    (lambda w: w.update(vllm_adapter="/repo/vllm_adapter/__init__.py"), "not from site-packages"),
+    (lambda w: w.update(vllm_adapter="/repo/swa_prefix_cache/vllm_adapter/__init__.py"), "not from site-packages"),
     (lambda w: w.update(direct_url={"url": "file:///repo", "dir_info": {"editable": True}}),
      "not installed from a wheel"),
     (lambda w: w["direct_url"]["archive_info"]["hashes"].update(sha256="cd" * 32),
@@ -337,12 +337,12 @@ def test_engine_must_map_the_installed_extension(tmp_path) -> None:
     where = _installed(tmp_path)
     run_e2e.check_mapped("swa/on", "native", [where["hotpath"]], where)
     run_e2e.check_mapped("swa/off", "vllm", [], where)  # vLLM's own lookup: nothing to map
-    for mapped in ([], ["/repo/extracted_c/_hotpath.cpython-311-x86_64-linux-gnu.so"],
-                   [where["hotpath"], "/repo/extracted_c/_hotpath.so"]):
+    for mapped in ([], ["/repo/swa_prefix_cache/core/_hotpath.cpython-311-x86_64-linux-gnu.so"],
+                   [where["hotpath"], "/repo/swa_prefix_cache/core/_hotpath.so"]):
         with pytest.raises(Failure, match="engine core mapped"):
             run_e2e.check_mapped("swa/on", "native", mapped, where)
     outcome = _outcome(RUNS[1], GOOD)  # on: the default core must be the extension
-    outcome.hotpath_mapped = ["/repo/extracted_c/_hotpath.so"]
+    outcome.hotpath_mapped = ["/repo/swa_prefix_cache/core/_hotpath.so"]
     with pytest.raises(Failure, match="engine core mapped"):
         run_e2e.check_outcome(outcome, where)
 
@@ -358,22 +358,22 @@ def test_wheel_info_rejects_pure_or_empty_wheels(tmp_path) -> None:
 
     good = tmp_path / "swa_prefix_cache-0.1.0-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(good, "w") as z:
-        z.writestr("extracted_c/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
+        z.writestr("swa_prefix_cache/core/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
     info = run_e2e.wheel_info(good)
     assert info["tag"] == "cp311-cp311-linux_x86_64" and len(info["sha256"]) == 64
     pure = tmp_path / "swa_prefix_cache-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(pure, "w") as z:
-        z.writestr("extracted_c/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
+        z.writestr("swa_prefix_cache/core/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
     with pytest.raises(Failure, match="not platform-tagged"):
         run_e2e.wheel_info(pure)
     empty = tmp_path / "swa_prefix_cache-0.1.0-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(empty, "w") as z:
-        z.writestr("vllm_adapter/__init__.py", "")
+        z.writestr("swa_prefix_cache/vllm_adapter/__init__.py", "")
     with pytest.raises(Failure, match="expected one"):
         run_e2e.wheel_info(empty)
     with zipfile.ZipFile(empty, "w") as z:
-        z.writestr("extracted_c/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
-        z.writestr("extracted_c/libprefix_cache.so", b"elf")
+        z.writestr("swa_prefix_cache/core/_hotpath.cpython-311-x86_64-linux-gnu.so", b"elf")
+        z.writestr("swa_prefix_cache/core/libprefix_cache.so", b"elf")
     with pytest.raises(Failure, match="ships"):
         run_e2e.wheel_info(empty)
 

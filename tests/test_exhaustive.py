@@ -5,7 +5,7 @@ For each mask: sliding windows giving every run length ``need`` from 0 to
 not a multiple of the block size,
 EAGLE on and off, and ``max_length`` both a multiple of the block size and
 one token short of it. Four answers must agree: the transcribed vLLM loop
-(``pyspec.legacy_scan``), the stride search (``pyspec.find_hit``) and their
+(``swa_prefix_cache.pyspec.legacy_scan``), the stride search (``swa_prefix_cache.pyspec.find_hit``) and their
 C twins (mask and probe instances of find_hit, and legacy_scan); probe
 counts must agree between each Python/C pair.
 """
@@ -13,8 +13,8 @@ counts must agree between each Python/C pair.
 import pytest
 from conftest import CASE_COUNTS
 
-from extracted_c import native
-from pyspec import CountingMask, SearchParams, contiguous_blocks_for_hit, find_hit, legacy_scan
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec import CountingMask, SearchParams, contiguous_blocks_for_hit, find_hit, legacy_scan
 
 BLOCK_SIZE = 2
 MAX_BLOCKS = 12

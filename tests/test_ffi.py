@@ -2,7 +2,7 @@
 
 Masks of up to 16,384 blocks drawn as sparse, dense, long runs, uniform,
 and adversarial (runs of ``need - 1``). The C ``find_hit`` must return what
-``pyspec.find_hit`` and the transcribed vLLM loop return, with the same
+``swa_prefix_cache.pyspec.find_hit`` and the transcribed vLLM loop return, with the same
 probe count as the Python stride search; the C ``legacy_scan`` must agree
 too. ``PREFIX_CACHE_FFI_CASES`` sets the number of examples (default 1200).
 """
@@ -16,9 +16,9 @@ from conftest import CASE_COUNTS, require_native
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extracted_c import native
+from benchmarks import cffi_core as native
 from masks import MASK_KINDS, make_mask
-from pyspec import CountingMask, SearchParams, find_hit, legacy_scan
+from swa_prefix_cache.pyspec import CountingMask, SearchParams, find_hit, legacy_scan
 
 FFI_CASES = int(os.environ.get("PREFIX_CACHE_FFI_CASES", "1200"))
 MAX_N = 16384
@@ -71,7 +71,7 @@ def test_c_matches_spec(n: int, kind: str, need: int, period: int, eagle: bool, 
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are the header's prototypes, token for token."""
-    header = Path(native.__file__).with_name("proved").joinpath("prefix_cache.h").read_text()
+    header = (Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved").joinpath("prefix_cache.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

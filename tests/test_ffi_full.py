@@ -1,4 +1,4 @@
-"""The C full-attention lookup (extracted_c/proved/full_attention.{h,c}) against pyspec.full.
+"""The C full-attention lookup (swa_prefix_cache/core/proved/full_attention.{h,c}) against swa_prefix_cache.pyspec.full.
 
 For every input: the C ``full_hit`` (mask instance, proved by WP), the C
 ``full_hit_probe`` (probe instance, same text), the C ``legacy_full_scan``
@@ -28,8 +28,8 @@ from conftest import CASE_COUNTS, require_native
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extracted_c import native
-from pyspec.full import full_hit, is_fine_grained, legacy_full_scan
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec.full import full_hit, is_fine_grained, legacy_full_scan
 
 FFI_CASES = int(os.environ.get("PREFIX_CACHE_FFI_CASES", "1200"))
 
@@ -173,7 +173,7 @@ def test_probe_exception_propagates() -> None:
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are the header's prototypes, token for token."""
-    header = Path(native.__file__).with_name("proved").joinpath("full_attention.h").read_text()
+    header = (Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved").joinpath("full_attention.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

@@ -1,5 +1,5 @@
-"""The C multi-group lookup and store mask (extracted_c/proved/joint.c,
-extracted_c/proved/reachable.c) against pyspec.
+"""The C multi-group lookup and store mask (swa_prefix_cache/core/proved/joint.c,
+swa_prefix_cache/core/proved/reachable.c) against pyspec.
 
 * ``reachable_mask``: exhaustively on small parameters (block sizes 1..3,
   every alignment kind, windows 0..3*bs+2, EAGLE, dense / no / sparse
@@ -30,8 +30,8 @@ from conftest import CASE_COUNTS, require_native
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extracted_c import native
-from pyspec.joint import (
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec.joint import (
     Group,
     attention_groups,
     group_hit,
@@ -39,7 +39,7 @@ from pyspec.joint import (
     max_rounds_bound,
     scheduler_block_size,
 )
-from pyspec.reachable import reachable_mask
+from swa_prefix_cache.pyspec.reachable import reachable_mask
 
 CASES = int(os.environ.get("PREFIX_CACHE_FFI_JOINT_CASES", "600"))
 SETTINGS = settings(
@@ -52,7 +52,7 @@ SETTINGS = settings(
 
 def test_cdef_matches_headers() -> None:
     """The loader's declarations are the headers' prototypes, token for token."""
-    here = Path(native.__file__).parent / "proved"
+    here = Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved"
     text = ""
     for name in ("joint.h", "reachable.h"):
         header = (here / name).read_text()

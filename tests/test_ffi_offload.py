@@ -1,5 +1,5 @@
-"""The C KV-offload lookup (extracted_c/proved/offload_lookup.c, through
-extracted_c/native.py) equals pyspec/offload_lookup.py.
+"""The C KV-offload lookup (swa_prefix_cache/core/proved/offload_lookup.c, through
+benchmarks/cffi_core.py) equals swa_prefix_cache/pyspec/offload_lookup.py.
 
 Exhaustive on every three-valued mask of up to 7 chunks, every window
 0..n+1 and initial window None/0..n+1; Hypothesis up to thousands of chunks.
@@ -18,8 +18,8 @@ from conftest import CASE_COUNTS, require_native
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extracted_c import native
-from pyspec.offload_lookup import (
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec.offload_lookup import (
     HIT,
     HIT_PENDING,
     MISS,

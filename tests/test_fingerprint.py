@@ -1,11 +1,11 @@
-"""Fingerprints of meaning (vllm_adapter/source_tree.py, fingerprint.py).
+"""Fingerprints of meaning (swa_prefix_cache/vllm_adapter/source_tree.py, fingerprint.py).
 
 * A docstring, comment or blank-line edit keeps a fingerprint; a one-token
   code change (an operator, a constant, a name) changes it: checked on the
   real source of every replicated vLLM function, edited each way.
 * The live object and its file, read without import, give the same digest.
 * The installed vLLM matches a known variant of every binding, and the
-  table (vllm_adapter/known_sources.py) has one variant per distinct
+  table (swa_prefix_cache/vllm_adapter/known_sources.py) has one variant per distinct
   fingerprint set.
 """
 
@@ -17,14 +17,14 @@ import textwrap
 
 import pytest
 
-from vllm_adapter import known_sources
-from vllm_adapter.fingerprint import BINDINGS, Binding, match
-from vllm_adapter.source_tree import canonical, file_digests, tree_digest
+from swa_prefix_cache.vllm_adapter import known_sources
+from swa_prefix_cache.vllm_adapter.fingerprint import BINDINGS, Binding, match
+from swa_prefix_cache.vllm_adapter.source_tree import canonical, file_digests, tree_digest
 
 pytest.importorskip("vllm")
 
-from vllm_adapter import fingerprint  # noqa: E402
-from vllm_adapter.source_tree import _unwrap, object_digest  # noqa: E402
+from swa_prefix_cache.vllm_adapter import fingerprint  # noqa: E402
+from swa_prefix_cache.vllm_adapter.source_tree import _unwrap, object_digest  # noqa: E402
 
 
 def _digest(source: str) -> str:

@@ -19,8 +19,8 @@ from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, Slid
 from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm_support import build_planted_cache, make_spec, unpatched  # noqa: F401 (autouse fixture)
 
-import vllm_adapter
-from vllm_adapter import Mode, registry
+from swa_prefix_cache import vllm_adapter
+from swa_prefix_cache.vllm_adapter import Mode, registry
 
 ORIGINAL_PROBE = BlockPool.__dict__["get_cached_block"]
 ORIGINAL_SWA = SlidingWindowManager.__dict__["find_longest_cache_hit"]
@@ -157,7 +157,7 @@ def test_a_profiler_after_install_is_left_in_place_by_uninstall(caplog: pytest.L
     SlidingWindowManager.find_longest_cache_hit = profiler
     try:
         assert _hit_blocks(_lookups(cache)[0]) == [8] and len(calls) == 1
-        with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+        with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
             vllm_adapter.uninstall()
         assert SlidingWindowManager.__dict__["find_longest_cache_hit"] is profiler
         reason = registry.state("sliding_window").reason
@@ -214,8 +214,8 @@ def test_a_wrapped_offload_lookup_is_honoured(when: str) -> None:
     from vllm.v1.kv_offload.base import LookupResult, ReqContext, make_offload_key
     from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
 
-    from pyspec.offload_lookup import HIT
-    from vllm_adapter import offload_lookup
+    from swa_prefix_cache.pyspec.offload_lookup import HIT
+    from swa_prefix_cache.vllm_adapter import offload_lookup
 
     env = SimpleNamespace(CPUOffloadingManager=CPUOffloadingManager, ReqContext=ReqContext,
                           make_offload_key=make_offload_key, LookupResult=LookupResult)

@@ -1,4 +1,4 @@
-"""pyspec.full against the REAL vLLM 0.33.0 ``FullAttentionManager.find_longest_cache_hit``.
+"""swa_prefix_cache.pyspec.full against the REAL vLLM 0.33.0 ``FullAttentionManager.find_longest_cache_hit``.
 
 The lookup runs on a real ``BlockPool`` with blocks planted under real
 32-byte hashes. One mask ``M`` per group over the raw hash list
@@ -54,7 +54,7 @@ from vllm_support import (  # noqa: E402
     make_block_hashes,
 )
 
-from pyspec.full import FullHit, full_hit, is_fine_grained, legacy_full_scan  # noqa: E402
+from swa_prefix_cache.pyspec.full import FullHit, full_hit, is_fine_grained, legacy_full_scan  # noqa: E402
 
 ORIGINAL_FULL_LOOKUP = FullAttentionManager.__dict__["find_longest_cache_hit"]
 RANDOM_CASES = int(os.environ.get("PREFIX_CACHE_FULL_CASES", "1500"))

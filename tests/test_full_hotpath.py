@@ -49,8 +49,8 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     unpatched,
 )
 
-import vllm_adapter  # noqa: E402
-from vllm_adapter import Mode  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode  # noqa: E402
 
 VLLM = ORIGINAL_FULL_LOOKUP.__get__(None, FullAttentionManager)
 # Smaller counts for the sanitizer run (make ffi-test-asan).
@@ -226,11 +226,11 @@ def test_no_reference_leak(native) -> None:
 @pytest.mark.parametrize("ahead", [False, True])
 def test_read_ahead_changes_no_answer(native, ahead) -> None:
     """The pool probe's read-ahead (prefetches, and key hashes kept for the
-    reads ahead; extracted_c/glue/hotpath_pool.c) changes the time only: long
+    reads ahead; swa_prefix_cache/core/glue/hotpath_pool.c) changes the time only: long
     cached runs read with it off and on give vLLM's answer, answered in C.
     On CPython 3.11-3.13 its dict-layout self-test passes, so it is on by
     default; elsewhere it is off and asking for it reports off."""
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     was_on = module.read_ahead(True)
@@ -258,7 +258,7 @@ def test_read_ahead_changes_no_answer(native, ahead) -> None:
 
 
 # The CPythons whose dict layout (and hash of bytes) the read-ahead reads
-# (extracted_c/glue/hotpath_dict.h); compiled out elsewhere.
+# (swa_prefix_cache/core/glue/hotpath_dict.h); compiled out elsewhere.
 READ_AHEAD_VERSIONS = ((3, 11), (3, 12), (3, 13))
 
 
@@ -266,14 +266,14 @@ READ_AHEAD_VERSIONS = ((3, 11), (3, 12), (3, 13))
 @given(length=st.integers(1, 64), count=st.integers(0, 40), seed=st.integers(0, 2**32 - 1))
 def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: int) -> None:
     """The read-ahead hashes its keys itself, eight at a time in AVX2
-    registers (extracted_c/glue/hotpath_siphash.h), where its import self-test
+    registers (swa_prefix_cache/core/glue/hotpath_siphash.h), where its import self-test
     passes: on CPython 3.11-3.13 on an x86-64 CPU with AVX2 (this machine
     and CI's) it must be in use, and every hash it gives must be
     ``hash(key)``, for every key length it takes (the rest of a batch, not
     a multiple of eight, is hashed by CPython's ``_Py_HashBytes``). A wrong
     hash would only make the read-ahead find nothing (then CPython's read
     answers), so this is what keeps it fast, not correct."""
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     rng = random.Random(seed)
@@ -297,7 +297,7 @@ def test_read_ahead_hashes_keys_as_cpython_does(length: int, count: int, seed: i
 ])
 def test_key_hashes_rejects_bad_input(keys, error) -> None:
     """Bad input to the test hook is a clear error, never a crash."""
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     if module.key_hashes([b"x"]) is None:
@@ -345,7 +345,7 @@ class _Spoof(bytes):
 def test_read_ahead_leaves_what_it_cannot_certify_to_cpython(native, trial) -> None:
     """The read-ahead certifies a block only from an entry whose key is
     exactly bytes equal to the key and whose value is exactly vLLM's block
-    class (extracted_c/glue/hotpath_pool.c, pool_batch). Long cached runs with,
+    class (swa_prefix_cache/core/glue/hotpath_pool.c, pool_batch). Long cached runs with,
     mid-run, what it must leave to CPython's own read: a key stored as a
     bytes subclass (a hit for CPython), or as one never equal (a miss), a
     stored key of other bytes under the key's hash (a miss), several blocks

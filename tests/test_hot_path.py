@@ -2,11 +2,11 @@
 vLLM objects: the inline pool read, its guards, its error path, and the
 cached search parameters.
 
-* ``python_search`` is ``pyspec.find_hit`` (every small mask);
+* ``python_search`` is ``swa_prefix_cache.pyspec.find_hit`` (every small mask);
 * one-group and multi-group lookups read vLLM's hash map inline and return
   vLLM's answer, also when several blocks share a key (vLLM's own
   ``get_one_block`` answers those): with the native core in C (the
-  extension ``extracted_c._hotpath``, nothing delegated), with the python
+  extension ``swa_prefix_cache.core._hotpath``, nothing delegated), with the python
   core through the mask objects ``OneGroupMask`` / ``GroupsMask``;
 * the inline read is not used when its fingerprint is unknown, when the
   pool's probe, the map's read or vLLM's key function is overridden, when a
@@ -48,9 +48,9 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     unpatched,
 )
 
-import vllm_adapter  # noqa: E402
-from pyspec import SearchParams, find_hit  # noqa: E402
-from vllm_adapter import Mode, fingerprint, patch, swa_lookup  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from swa_prefix_cache.pyspec import SearchParams, find_hit  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, fingerprint, patch, swa_lookup  # noqa: E402
 
 CORES = ("native", "python")
 
@@ -65,7 +65,7 @@ def _ours(**args):
 
 @pytest.fixture(params=CORES)
 def core(request, monkeypatch) -> str:
-    """The core ``vllm_adapter.install()`` is asked for; each test installs
+    """The core ``swa_prefix_cache.vllm_adapter.install()`` is asked for; each test installs
     after its own patches (some of them are read at install time)."""
     if request.param == "native":
         require_hotpath()
@@ -218,7 +218,7 @@ def test_python_search_is_pyspec_find_hit() -> None:
                 hit = find_hit(bits, params)
                 assert swa_lookup.python_search(bits, params) == (hit.length, hit.first_real)
                 checked += 1
-    CASE_COUNTS["hot path: python_search = pyspec.find_hit"] += checked
+    CASE_COUNTS["hot path: python_search = swa_prefix_cache.pyspec.find_hit"] += checked
 
 
 def test_inline_read_serves_one_and_many_groups(core, masks_built) -> None:
@@ -307,7 +307,7 @@ def test_an_error_in_our_lookup_goes_to_vllm(core, monkeypatch, caplog) -> None:
     flaky = _plant_flaky(args, 7)  # the first block the search probes
     expected = _vllm(**args)
     assert expected[1] == 32
-    with caplog.at_level(logging.ERROR, logger="vllm_adapter"), count_native() as path:
+    with caplog.at_level(logging.ERROR, logger="swa_prefix_cache"), count_native() as path:
         for _ in range(3):
             flaky.failures = 1
             assert_same_answer(_ours(**args), expected, "get_one_block raised")
@@ -407,10 +407,10 @@ def test_keyboard_interrupt_is_not_swallowed(core, monkeypatch) -> None:
 def test_unknown_pool_read_fingerprint_probes_through_vllm(
     core, monkeypatch, masks_built, caplog
 ) -> None:
-    from vllm_adapter import known_sources
+    from swa_prefix_cache.vllm_adapter import known_sources
 
     monkeypatch.setitem(known_sources.VARIANTS, "pool_read", [])
-    with caplog.at_level(logging.INFO, logger="vllm_adapter"):
+    with caplog.at_level(logging.INFO, logger="swa_prefix_cache"):
         _install(core)
     assert "probing through get_cached_block" in caplog.text
     with count_native() as path:

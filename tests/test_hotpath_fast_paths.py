@@ -33,7 +33,7 @@ def _selfcheck():  # noqa: ANN202
 @pytest.fixture
 def module():  # noqa: ANN201
     require_hotpath()
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     return hotpath.load()
 

@@ -1,4 +1,4 @@
-"""The native hot path's glue (extracted_c/glue/hotpath_module.c), which is not
+"""The native hot path's glue (swa_prefix_cache/core/glue/hotpath_module.c), which is not
 proved, against vLLM's own method on vLLM's real BlockPool.
 
 * every mask of up to 12 blocks and hypothesis cases of up to a few thousand
@@ -53,9 +53,9 @@ from vllm_support import (  # noqa: E402, F401 (unpatched: autouse fixture)
     unpatched,
 )
 
-import vllm_adapter  # noqa: E402
-from extracted_c import hotpath  # noqa: E402
-from vllm_adapter import Mode, patch, swa_lookup  # noqa: E402
+from swa_prefix_cache import settings as swa_settings, vllm_adapter  # noqa: E402
+from swa_prefix_cache.core import hotpath  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, patch, swa_lookup  # noqa: E402
 
 # The sanitizer run shrinks the case counts (ASan + UBSan are ~3x slower).
 QUICK = os.environ.get("PREFIX_CACHE_GLUE_QUICK") == "1"
@@ -86,7 +86,7 @@ def test_the_requested_extension_is_loaded() -> None:
     adapter runs is that file, so the ASan run exercises the instrumented
     glue; without it, the in-place build next to hotpath.py."""
     module = hotpath.load()
-    requested = os.environ.get(hotpath.HOTPATH_ENV)
+    requested = os.environ.get(swa_settings.HOTPATH.name)
     if requested:
         assert os.path.samefile(module.__file__, requested), (module.__file__, requested)
     else:
@@ -456,7 +456,7 @@ def test_no_reference_or_memory_leak(monkeypatch) -> None:
     # The rarest kind of call ran ``rounds`` times; a leak of one object per
     # such call adds ``rounds`` allocated blocks.
     assert sys.getallocatedblocks() - objects < rounds // 4, (objects, rounds)
-    if not os.environ.get(hotpath.HOTPATH_ENV):  # ASan's quarantine holds freed memory
+    if not os.environ.get(swa_settings.HOTPATH.name):  # ASan's quarantine holds freed memory
         assert _resident_bytes() - resident < 4 << 20
     # Only the failures injected inside ours reach on_error (an input vLLM
     # rejects is delegated, also when resolve's assert rejects it).

@@ -1,9 +1,9 @@
-"""The joint multi-group lookup: pyspec.joint vs vLLM's real coordinator.
+"""The joint multi-group lookup: swa_prefix_cache.pyspec.joint vs vLLM's real coordinator.
 
 Two sections:
 
 1. **Pure spec** (runs without vLLM): the fixed-point properties of
-   ``pyspec.joint.joint_lookup`` stated in its module docstring, exhaustively
+   ``swa_prefix_cache.pyspec.joint.joint_lookup`` stated in its module docstring, exhaustively
    on small inputs and by hypothesis:
 
    * monotone: ``hit_length`` never grows from round to round, nor ``curr``
@@ -45,7 +45,7 @@ from conftest import CASE_COUNTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyspec.joint import (
+from swa_prefix_cache.pyspec.joint import (
     Group,
     accepts,
     attention_groups,
@@ -455,8 +455,8 @@ def test_c_joint_lookup_matches_vllm_with_the_plugin(vllm_env, monkeypatch) -> N
     from conftest import require_native
     from vllm_support import count_native
 
-    import vllm_adapter
-    from extracted_c import native
+    from swa_prefix_cache import vllm_adapter
+    from benchmarks import cffi_core as native
 
     require_native()
     monkeypatch.setenv(vllm_adapter.CORE_ENV, "native")

@@ -21,8 +21,8 @@ pytest.importorskip("vllm")
 import msgspec  # noqa: E402
 from vllm.distributed.kv_events import BlockRemoved, BlockStored, KVEventBatch  # noqa: E402
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
-from kv_index.native import load as load_native  # noqa: E402
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
+from swa_prefix_cache.kv_index.native import load as load_native  # noqa: E402
 
 CORES = [False] + ([True] if load_native() is not None else [])
 HYBRID = ReplicaLayout(
@@ -37,7 +37,7 @@ def _stored(hashes: list[int], group: int) -> BlockStored:
 
 def _index(native: bool) -> KVIndex:
     """Two replicas, one holding the prompt's first blocks in both groups."""
-    from kv_index.hashing import event_key, prompt_block_hashes
+    from swa_prefix_cache.kv_index.hashing import event_key, prompt_block_hashes
 
     index = KVIndex(native=native)
     index.add_replica("r0", HYBRID)

@@ -32,8 +32,8 @@ from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core import kv_cache_utils  # noqa: E402
 from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
 
-from kv_index.events import read_batch  # noqa: E402
-from kv_index.hashing import event_key  # noqa: E402
+from swa_prefix_cache.kv_index.events import read_batch  # noqa: E402
+from swa_prefix_cache.kv_index.hashing import event_key  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     "block_offsets" not in BlockStored.__struct_fields__,

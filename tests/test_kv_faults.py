@@ -33,8 +33,8 @@ from test_kv_index import (  # noqa: E402
 )
 from vllm.distributed.kv_events import BlockRemoved, KVEventBatch, ZmqEventPublisher  # noqa: E402
 
-from kv_index import KVIndex  # noqa: E402
-from kv_index.subscriber import Subscriber, replay  # noqa: E402
+from swa_prefix_cache.kv_index import KVIndex  # noqa: E402
+from swa_prefix_cache.kv_index.subscriber import Subscriber, replay  # noqa: E402
 
 FAULT_LINES: list[str] = []
 PROBES = 40

@@ -7,7 +7,7 @@ probe prompts ``index.score`` must equal the manager's own
 ``get_computed_blocks`` hit, every time.
 
 The index scores with its production core, the native one
-(kv_index._kvnative: C chain, C key sets, the proved joint.c) when it is
+(swa_prefix_cache.kv_index._kvnative: C chain, C key sets, the proved joint.c) when it is
 built (required under ``SWA_PREFIX_CACHE_STRICT_NATIVE=1``); half the replicas
 hash with sha256 (the chain in C), half with sha256_cbor (the chain in
 Python). ``PREFIX_CACHE_KV_INDEX_CASES`` sets the number of compared probes
@@ -37,10 +37,10 @@ from vllm.utils.hashing import sha256, sha256_cbor  # noqa: E402
 from vllm.v1.core import kv_cache_utils  # noqa: E402
 from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
-from kv_index.events import read_batch  # noqa: E402
-from kv_index.hashing import event_key, none_hash, prompt_block_hashes  # noqa: E402
-from kv_index.native import load as load_native  # noqa: E402
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
+from swa_prefix_cache.kv_index.events import read_batch  # noqa: E402
+from swa_prefix_cache.kv_index.hashing import event_key, none_hash, prompt_block_hashes  # noqa: E402
+from swa_prefix_cache.kv_index.native import load as load_native  # noqa: E402
 
 CASES = int(os.environ.get("PREFIX_CACHE_KV_INDEX_CASES", "3000"))
 NATIVE = load_native()  # None: not built (then the reference answers), logged
@@ -324,7 +324,7 @@ def _stream(tmp_path, scenario: Scenario, seed: int, buffer_steps: int):
 
 
 def _subscribe(tmp_path, index: KVIndex):
-    from kv_index.subscriber import Subscriber
+    from swa_prefix_cache.kv_index.subscriber import Subscriber
 
     return Subscriber(index, "r0", f"ipc://{tmp_path}/pub", f"ipc://{tmp_path}/replay")
 

@@ -1,4 +1,4 @@
-"""kv_index's native core (kv_index._kvnative) against its references.
+"""kv_index's native core (swa_prefix_cache.kv_index._kvnative) against its references.
 
 * the block pickle byte for byte against ``pickle.dumps(..., protocol=5)``
   (edge ints of every opcode range, tuple lengths 1..3 and longer, hash
@@ -6,7 +6,7 @@
   2**64), non-ints, a body past one 64 KiB frame);
 * SHA-256, both compression functions (SHA-NI when the CPU has it, and the
   portable code) against hashlib;
-* the chain against kv_index.hashing.prompt_block_hashes (the Python
+* the chain against swa_prefix_cache.kv_index.hashing.prompt_block_hashes (the Python
   reference; tests/test_kv_index.py compares both with vLLM's hasher);
 * the key set against a dict (stores, removes, growth, key 0);
 * the score: random event streams and prompts on random layouts (unitary
@@ -41,10 +41,10 @@ from conftest import CASE_COUNTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout
-from kv_index import native as native_loader
-from kv_index.hashing import event_key, none_hash, prompt_block_hashes
-from pyspec import settings as swa_settings
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout
+from swa_prefix_cache.kv_index import native as native_loader
+from swa_prefix_cache.kv_index.hashing import event_key, none_hash, prompt_block_hashes
+from swa_prefix_cache import settings as swa_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = int(os.environ.get("PREFIX_CACHE_KV_NATIVE_CASES", "4000"))
@@ -419,7 +419,7 @@ def test_without_the_extension_the_reference_answers_and_says_so(monkeypatch, ca
     for name in (native_loader.REQUIRE_ENV,
                  *(old.name for old in swa_settings.BY_NAME[native_loader.REQUIRE_ENV].old_names)):
         monkeypatch.delenv(name, raising=False)
-    with caplog.at_level(logging.WARNING, logger="kv_index"):
+    with caplog.at_level(logging.WARNING, logger="swa_prefix_cache.kv_index"):
         first, second = KVIndex(), KVIndex()
     assert first.core == second.core == "python"
     said = [r for r in caplog.records if "pure-Python reference" in r.getMessage()]
@@ -445,14 +445,14 @@ def _build_mutant(tmp_path: Path, name: str) -> Path:
     cc = os.environ.get("CC", "gcc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc})")
-    glue = ROOT / "kv_index" / "glue"
+    glue = ROOT / "swa_prefix_cache" / "kv_index" / "glue"
     source = (glue / "kvindex_module.c").read_text()
     old, new = MUTANTS[name]
     assert source.count(old) == 1, f"mutant {name!r}: the line to mutate is gone"
     mutated = tmp_path / "kvindex_module.c"
     mutated.write_text(source.replace(old, new))
     out = tmp_path / "_kvnative.so"
-    c = ROOT / "extracted_c" / "proved"
+    c = ROOT / "swa_prefix_cache" / "core" / "proved"
     subprocess.run([cc, "-O1", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", f"-I{c}",
                     f"-I{glue}", "-o", str(out), str(mutated), str(glue / "kvindex_sha256.c"), str(c / "joint.c"),
                     str(c / "params.c"), str(c / "prefix_cache.c")], check=True, capture_output=True, timeout=300)

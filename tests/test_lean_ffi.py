@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from pyspec import SearchParams, find_hit, legacy_scan
+from swa_prefix_cache.pyspec import SearchParams, find_hit, legacy_scan
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB_NAME = "libprefix_cache_lean.so"
@@ -134,7 +134,7 @@ def test_lean_find_hit_matches_pyspec() -> None:
 
 def test_lean_legacy_scan_matches_vllm_transcription() -> None:
     """Lean `legacyScan` with vLLM's raw block count (0 for a 1-token window)
-    equals `pyspec.legacy_scan` on vLLM arguments (block size 1)."""
+    equals `swa_prefix_cache.pyspec.legacy_scan` on vLLM arguments (block size 1)."""
     lib = _load()
     for n in range(9):
         for bits in range(1 << n):

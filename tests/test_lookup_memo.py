@@ -1,4 +1,4 @@
-"""The lookup memory (vllm_adapter/lookup_memo.py) answers exactly as vLLM.
+"""The lookup memory (swa_prefix_cache/vllm_adapter/lookup_memo.py) answers exactly as vLLM.
 
 Real vLLM objects only: ``KVCacheManager`` / coordinators / ``BlockPool``
 built by vLLM from ``KVCacheConfig``s (one group, hybrids with several
@@ -27,7 +27,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-import vllm_adapter  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
 from test_coordinators import FIXED_HYBRIDS, Group, Scenario, _make_request  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.block_pool import BlockPool  # noqa: E402
@@ -41,7 +41,7 @@ from vllm.v1.core.single_type_kv_cache_manager import (  # noqa: E402
     FullAttentionManager,
     SlidingWindowManager,
 )
-from vllm_adapter import lookup_memo  # noqa: E402
+from swa_prefix_cache.vllm_adapter import lookup_memo  # noqa: E402
 from vllm_support import unpatched  # noqa: E402, F401 (autouse: vLLM's own methods around each test)
 
 ATTR = "find_longest_cache_hit"
@@ -248,7 +248,7 @@ def test_memory_is_off_when_asked_and_in_shadow(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_memory_is_off_on_unknown_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     real = fingerprint.installed_digests
 
@@ -443,7 +443,7 @@ def test_a_replaced_suffix_of_other_hashes_is_not_answered_from_memory(monkeypat
 def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
     """Issue 44: after uninstall no coordinator keeps a memory and no pool
     map keeps the memory's watching insert and pop."""
-    from vllm_adapter import lookup_memo
+    from swa_prefix_cache.vllm_adapter import lookup_memo
 
     work, block_map, request = _one_waiting(seed=4)
     work.lookup(request)
@@ -462,7 +462,7 @@ def test_a_batch_of_distinct_lookups_is_never_remembered() -> None:
     a long queue), is never remembered, watched or copied: each lookup is a
     first one. A request looked up again within the window is remembered,
     as the blocked head of vLLM's waiting queue is."""
-    from vllm_adapter import lookup_memo
+    from swa_prefix_cache.vllm_adapter import lookup_memo
 
     work, block_map, _ = _one_waiting(seed=5)
     assert lookup_memo.SEEN_WINDOW < 8

@@ -1,5 +1,5 @@
-"""The opt-in corrected KV-offload store filter (vllm_adapter/offload_filter.py,
-spec pyspec/offload.py) on vLLM's real offloading scheduler.
+"""The opt-in corrected KV-offload store filter (swa_prefix_cache/vllm_adapter/offload_filter.py,
+spec swa_prefix_cache/pyspec/offload.py) on vLLM's real offloading scheduler.
 
 Everything runs on vLLM 0.33.0's own ``OffloadingConnectorScheduler`` and
 ``CPUOffloadingManager`` as tests/test_reachable.py builds them: a finished
@@ -12,7 +12,7 @@ longer sibling, the junction sibling and (dense) every sibling hit exactly
 what they hit with every chunk stored; with a retention interval no sibling
 hits less than the best promised hit below it.
 
-1. The model: ``pyspec.offload.all_stored_lookup`` equals vLLM's own lookup
+1. The model: ``swa_prefix_cache.pyspec.offload.all_stored_lookup`` equals vLLM's own lookup
    on the all-stored baseline (so the reads it derives are vLLM's).
 2. With ``SWA_PREFIX_CACHE_OFFLOAD_FILTER=corrected``: the issue's case
    recovers 1,792 tokens, every finding's smallest input and realistic
@@ -50,7 +50,7 @@ from test_reachable import (  # noqa: F401 (fixtures)
     vllm_env,
 )
 
-from pyspec.offload import OffloadGroup, all_stored_lookup, offload_store_chunks
+from swa_prefix_cache.pyspec.offload import OffloadGroup, all_stored_lookup, offload_store_chunks
 
 ENV = "SWA_PREFIX_CACHE_OFFLOAD_FILTER"
 
@@ -66,7 +66,7 @@ def _scheduler_class():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def vllm_filter(offload_env):  # type: ignore[no-untyped-def]
     """vLLM's own store-filter method (the class attribute before any patch)."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     offload_filter.uninstall()
     return _scheduler_class().__dict__["_reachable_store_block_mask"]
@@ -75,7 +75,7 @@ def vllm_filter(offload_env):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def corrected(offload_env, vllm_filter, monkeypatch) -> Iterator:  # type: ignore[no-untyped-def]
     """The corrected filter installed through the setting; vLLM's back after."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     monkeypatch.setenv(ENV, "corrected")
     assert offload_filter.install()
@@ -88,7 +88,7 @@ def corrected(offload_env, vllm_filter, monkeypatch) -> Iterator:  # type: ignor
 @pytest.fixture(autouse=True)
 def vllm_filter_around(offload_env, vllm_filter) -> Iterator[None]:  # type: ignore[no-untyped-def]
     """Every test starts and ends with vLLM's own filter in place."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     offload_filter.uninstall()
     assert _scheduler_class().__dict__["_reachable_store_block_mask"] is vllm_filter
@@ -214,7 +214,7 @@ def test_finding_still_fails_with_vllm_filter(offload_env, name: str) -> None:  
 def test_realistic_hits_recovered(offload_env, vllm_filter, monkeypatch, name, groups, retention, n, shared, query, vllm_hit, full_hit) -> None:  # type: ignore[no-untyped-def]
     """docs/store-lookup-agreement.md's realistic examples: vLLM's filter,
     the corrected one, every chunk stored."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     theirs, _, _ = offload_run(offload_env, groups, 16, 1, retention, n, shared, [query], False)
     monkeypatch.setenv(ENV, "corrected")
@@ -230,7 +230,7 @@ def test_random_cases_agree(offload_env, vllm_filter, monkeypatch) -> None:  # t
     """test_reachable's random offload cases (and a second SWA group now and
     then): with the corrected filter no query is violated; with vLLM's own
     filter the same cases lose hits, which are counted as recovered."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     rng = random.Random(42)
     done = cases_fixed = queries_fixed = tokens_recovered = 0
@@ -260,10 +260,10 @@ def test_random_cases_agree(offload_env, vllm_filter, monkeypatch) -> None:  # t
 
 def test_random_long_prompts_agree(offload_env, vllm_filter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Prompts long enough (up to 160 tokens, small chunks) that the mask is
-    computed by moving one period's runs (``pyspec.offload._target_runs``,
+    computed by moving one period's runs (``swa_prefix_cache.pyspec.offload._target_runs``,
     ``store_runs``) rather than query by query: still no query violated."""
-    from pyspec.offload import _period
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.pyspec.offload import _period
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     rng = random.Random(44)
     done = periodic = 0
@@ -291,7 +291,7 @@ def test_moved_runs_equal_direct_runs() -> None:
     """Far from token 0 the runs of a query are computed at a position one
     period lower and moved; the union over a range equals the query-by-query
     union (``promised_queries`` + the direct lookup)."""
-    from pyspec.offload import _canonical_runs, _period, _target_runs, promised_queries, store_runs
+    from swa_prefix_cache.pyspec.offload import _canonical_runs, _period, _target_runs, promised_queries, store_runs
 
     rng = random.Random(45)
     done = 0
@@ -350,7 +350,7 @@ def test_cost_in_stored_chunks(offload_env, monkeypatch, name, groups, bpc, rete
     need: per segment (alignment dense, retention interval sparse) at most
     one run of ``window_chunks + 2`` chunks (EAGLE peek and the pop below
     the boundary), plus a few runs for the named queries."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     def swa_stored() -> tuple[int, int]:
         _, offered, state = offload_run(offload_env, groups, 16, bpc, retention, n, 0, [], False)
@@ -386,7 +386,7 @@ def test_cost_in_stored_chunks(offload_env, monkeypatch, name, groups, bpc, rete
 def test_off_by_default_patches_nothing(offload_env, vllm_filter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Setting unset (or ``off``): install patches nothing, vLLM's own
     method stays, and the issue's case still loses its hit."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     for value in (None, "off", " OFF "):
         if value is None:
@@ -400,10 +400,10 @@ def test_off_by_default_patches_nothing(offload_env, vllm_filter, monkeypatch) -
 
 
 def test_bad_setting_is_refused(offload_env, vllm_filter, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     monkeypatch.setenv(ENV, "correctd")
-    with caplog.at_level(logging.ERROR, logger="vllm_adapter"):
+    with caplog.at_level(logging.ERROR, logger="swa_prefix_cache"):
         assert offload_filter.install() is False
     assert _scheduler_class().__dict__["_reachable_store_block_mask"] is vllm_filter
     assert "SWA_PREFIX_CACHE_OFFLOAD_FILTER must be one of off, corrected" in caplog.text
@@ -413,15 +413,15 @@ def test_unknown_offload_build_refused_lookup_patch_still_applies(offload_env, v
     """An offload scheduler whose sources hash to no known fingerprint keeps
     vLLM's filter (one log line); the lookup patch, bound to its own
     fingerprint, still applies through the same ``install``."""
-    import vllm_adapter
-    from vllm_adapter import known_sources, offload_filter
+    from swa_prefix_cache import vllm_adapter
+    from swa_prefix_cache.vllm_adapter import known_sources, offload_filter
     from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 
     monkeypatch.setenv(ENV, "corrected")
     monkeypatch.setitem(known_sources.VARIANTS, "offload_filter", [])
     lookup = SlidingWindowManager.__dict__["find_longest_cache_hit"]
     try:
-        with caplog.at_level(logging.WARNING, logger="vllm_adapter"):
+        with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
             assert vllm_adapter.install(vllm_adapter.Mode.ON) is True
         assert offload_filter.is_installed() is False
         assert _scheduler_class().__dict__["_reachable_store_block_mask"] is vllm_filter
@@ -434,7 +434,7 @@ def test_unknown_offload_build_refused_lookup_patch_still_applies(offload_env, v
 
 
 def test_fingerprint_is_known_and_separate(offload_env) -> None:  # type: ignore[no-untyped-def]
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     found = fingerprint.check(fingerprint.OFFLOAD_FILTER)
     assert found.known and fingerprint.installed_version() in found.releases
@@ -444,8 +444,8 @@ def test_fingerprint_is_known_and_separate(offload_env) -> None:  # type: ignore
 
 
 def test_installed_with_the_plugin(offload_env, vllm_filter, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """``vllm_adapter.install`` / ``uninstall`` carry the offload filter."""
-    import vllm_adapter
+    """``swa_prefix_cache.vllm_adapter.install`` / ``uninstall`` carry the offload filter."""
+    from swa_prefix_cache import vllm_adapter
 
     monkeypatch.setenv(ENV, "corrected")
     try:
@@ -508,7 +508,7 @@ def test_tier_junction_pinned_with_an_eagle_draft(offload_env, monkeypatch, sett
     popped hit (304), where its own store keeps the window C reads; the
     corrected store keeps it too (it promises the siblings of a junction
     and of the junction one EAGLE chunk higher)."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     monkeypatch.setenv(ENV, setting)
     if setting == "corrected":
@@ -549,7 +549,7 @@ def test_tier_junction_pinned(offload_env, monkeypatch, setting: str) -> None:  
     320 tokens. vLLM 0.33.0's own code takes the junction from the GPU
     pool's lookup only: C hits 0. vLLM 0.34.0 pins it itself, and the
     corrected store leaves its ``_lookup`` in place there."""
-    from vllm_adapter import offload_filter
+    from swa_prefix_cache.vllm_adapter import offload_filter
 
     env = offload_env
     monkeypatch.setenv(ENV, setting)

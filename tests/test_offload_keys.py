@@ -1,4 +1,4 @@
-"""The KV-offload request keys (vllm_adapter/offload_keys.py) against
+"""The KV-offload request keys (swa_prefix_cache/vllm_adapter/offload_keys.py) against
 vLLM's own ``RequestOffloadState.update_offload_keys``, on vLLM's real
 ``RequestOffloadState`` and ``ReqContext``.
 
@@ -23,8 +23,8 @@ pytest.importorskip("vllm")
 from conftest import CASE_COUNTS  # noqa: E402
 from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
 
-import vllm_adapter  # noqa: E402
-from vllm_adapter import Mode, fingerprint, offload_keys  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, fingerprint, offload_keys  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not fingerprint.check(fingerprint.OFFLOAD_KEYS).known,

@@ -1,4 +1,4 @@
-"""The KV-offload sliding-window lookup (pyspec/offload_lookup.py).
+"""The KV-offload sliding-window lookup (swa_prefix_cache/pyspec/offload_lookup.py).
 
 1. ``offload_stride_search == legacy_offload_scan == offload_lookup`` on every
    three-valued mask of up to 8 chunks, every window 0..n+1 and every initial
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from test_reachable import offload_env, vllm_env  # noqa: F401 (fixtures)
 
-from pyspec.offload_lookup import (
+from swa_prefix_cache.pyspec.offload_lookup import (
     HIT,
     HIT_PENDING,
     MISS,

@@ -3,7 +3,7 @@ scan, on vLLM's real ``CPUOffloadingManager`` and its real
 ``OffloadingConnectorScheduler``.
 
 With the plugin installed, ``OffloadingConnectorScheduler.
-_sliding_window_lookup`` is ours (vllm_adapter/offload_lookup.py): the
+_sliding_window_lookup`` is ours (swa_prefix_cache/vllm_adapter/offload_lookup.py): the
 proved stride search (the extension's ``offload_lookup`` with the native
 core, pyspec's with the python core) probing the manager's own ``lookup``.
 Every answer must be vLLM's own scan's (``None`` included), the path
@@ -40,9 +40,9 @@ from test_offload_lookup import planted_manager  # noqa: E402
 from test_reachable import _offload_scheduler, offload_env, vllm_env  # noqa: E402, F401
 from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
 
-import vllm_adapter  # noqa: E402
-from pyspec.offload_lookup import HIT, HIT_PENDING, MISS  # noqa: E402
-from vllm_adapter import Mode, offload_lookup  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from swa_prefix_cache.pyspec.offload_lookup import HIT, HIT_PENDING, MISS  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, offload_lookup  # noqa: E402
 
 CASES = int(os.environ.get("PREFIX_CACHE_OFFLOAD_ADAPTER_CASES", "100000"))
 
@@ -148,7 +148,7 @@ def test_pending_in_at_edge_and_outside_the_window(env) -> None:
 
 
 def _filter_known() -> bool:
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     return fingerprint.check(fingerprint.OFFLOAD_FILTER).known
 
@@ -218,7 +218,7 @@ def test_managers_outside_the_model_get_vllms_scan(env) -> None:
 
 
 def test_bad_input_to_the_c_function_raises_naming_the_argument(env) -> None:
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     r = env.LookupResult
@@ -270,7 +270,7 @@ def test_uninstall_restores_vllms_method(env) -> None:
 
 
 def _prefix_known() -> bool:
-    from vllm_adapter import fingerprint
+    from swa_prefix_cache.vllm_adapter import fingerprint
 
     return fingerprint.check(fingerprint.OFFLOAD_PREFIX).known
 
@@ -313,7 +313,7 @@ def prefix_env(env):  # type: ignore[no-untyped-def]
 def test_prefix_lookups_same_as_vllm(prefix_env, policy: str) -> None:
     """Slices of planted key lists (misses, pending chunks, ready chunks),
     answered inline; the answer is also pyspec's offload_prefix_lookup."""
-    from pyspec.offload_lookup import offload_prefix_lookup
+    from swa_prefix_cache.pyspec.offload_lookup import offload_prefix_lookup
 
     env = prefix_env
     _install("native")

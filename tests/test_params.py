@@ -1,5 +1,5 @@
-"""The lookup parameters: the proved C (extracted_c/proved/params.c through the
-cffi library) against its one Python twin (pyspec/params.py) and against
+"""The lookup parameters: the proved C (swa_prefix_cache/core/proved/params.c through the
+cffi library) against its one Python twin (swa_prefix_cache/pyspec/params.py) and against
 vLLM's own ``SlidingWindowManager._contiguous_blocks_for_hit``.
 
 * run length: every window -3..300 tokens, block sizes 1..64, EAGLE on
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import require_native
 
-from extracted_c import native
-from pyspec.params import alignment_period, contiguous_blocks_for_hit, search_need
+from benchmarks import cffi_core as native
+from swa_prefix_cache.pyspec.params import alignment_period, contiguous_blocks_for_hit, search_need
 
 LIMIT = native.SIZE_LIMIT
 RANDOM_CASES = 20_000
@@ -42,7 +42,7 @@ def _vllm_contiguous_blocks(window: int, block_size: int, eagle: bool) -> int:
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are params.h's prototypes, token for token."""
-    header = (Path(native.__file__).parent / "proved" / "params.h").read_text()
+    header = (Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved" / "params.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 
@@ -163,7 +163,7 @@ def test_alignment_period_random_large() -> None:
     ],
 )
 def test_bad_input_names_the_argument(call: object, name: str) -> None:
-    import pyspec.params as twin
+    import swa_prefix_cache.pyspec.params as twin
 
     for module in (native, twin):
         with pytest.raises(ValueError, match=name):

@@ -6,7 +6,7 @@ process (plugins load once per process), with the plugin found through its
 installed entry point, and checks: the loader returns, the process exits 0,
 exactly one line of ours names the problem on stderr (our WARNING / ERROR
 lines reach it through Python's last-resort handler), and which of vLLM's
-methods are still its own. The qualify cases run ``python -m vllm_adapter
+methods are still its own. The qualify cases run ``python -m swa_prefix_cache
 qualify`` and check its verdict and exit code. Every case's one line goes to
 build/plugin-startup.txt.
 """
@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from pyspec import settings  # noqa: E402
+from swa_prefix_cache import settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LINES: list[str] = []
@@ -36,10 +36,10 @@ swa = SlidingWindowManager.__dict__["find_longest_cache_hit"]
 full = FullAttentionManager.__dict__["find_longest_cache_hit"]
 from vllm.plugins import load_general_plugins
 load_general_plugins()
-import vllm_adapter
-status = vllm_adapter.status()
+import swa_prefix_cache.vllm_adapter
+status = swa_prefix_cache.vllm_adapter.status()
 print(json.dumps({
-    "loaded": "vllm_adapter.plugin" in __import__("sys").modules,
+    "loaded": "swa_prefix_cache.vllm_adapter.plugin" in __import__("sys").modules,
     "swa_patched": SlidingWindowManager.__dict__["find_longest_cache_hit"] is not swa,
     "full_patched": FullAttentionManager.__dict__["find_longest_cache_hit"] is not full,
     "memo": status["lookup_memo"]["installed"],
@@ -53,7 +53,7 @@ print(json.dumps({
 NO_VLLM = """
 import sys
 sys.modules["vllm"] = None
-from vllm_adapter import plugin, status
+from swa_prefix_cache.vllm_adapter import plugin, status
 plugin.register()
 print(status()["offload_filter"]["reason"] + " | " + status()["dp_routing"]["reason"])
 """
@@ -158,7 +158,7 @@ configure_logging(LoggingConfig())
 
 # The pool read's fingerprint unknown (as on a release whose map changed).
 POOL_READ_UNKNOWN = """
-from vllm_adapter import known_sources
+from swa_prefix_cache.vllm_adapter import known_sources
 known_sources.VARIANTS["pool_read"] = []
 """ + LOAD
 
@@ -199,7 +199,7 @@ QUALIFY = [
 def test_qualify_judges_what_would_serve(env: dict[str, str], verdict: str, code: int,
                                          tmp_path: Path) -> None:
     report_file = tmp_path / "q.json"
-    done = subprocess.run([sys.executable, "-m", "vllm_adapter", "qualify", "--lookups", "200",
+    done = subprocess.run([sys.executable, "-m", "swa_prefix_cache", "qualify", "--lookups", "200",
                            "--json", str(report_file)], cwd=ROOT, env={**CLEAN, **env},
                           capture_output=True, text=True, timeout=300)
     last = done.stdout.strip().splitlines()[-1]

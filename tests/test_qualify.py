@@ -1,4 +1,4 @@
-"""``python -m vllm_adapter qualify``: passes on this installation, fails
+"""``python -m swa_prefix_cache qualify``: passes on this installation, fails
 when the patched lookup answers wrongly, names what changed for unknown
 code, and leaves vLLM's own methods in place afterwards."""
 
@@ -12,8 +12,8 @@ pytest.importorskip("vllm")
 
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager  # noqa: E402
 
-from vllm_adapter import known_sources, qualify, swa_lookup  # noqa: E402
-from vllm_adapter.__main__ import main  # noqa: E402
+from swa_prefix_cache.vllm_adapter import known_sources, qualify, swa_lookup  # noqa: E402
+from swa_prefix_cache.__main__ import main  # noqa: E402
 
 ORIGINAL = SlidingWindowManager.__dict__["find_longest_cache_hit"]
 
@@ -78,7 +78,7 @@ def test_qualify_says_degraded_when_a_patch_does_not_apply(monkeypatch, capsys) 
     """Answers that agree through a slower path are DEGRADED (exit 4), with
     the lookup and the reason named; the mutant that drops the check (a
     PASS here) fails this test."""
-    from vllm_adapter import known_sources
+    from swa_prefix_cache.vllm_adapter import known_sources
 
     for key in ("SWA_PREFIX_CACHE_MODE", "SWA_PREFIX_CACHE_CORE", "VLLM_PLUGINS"):
         monkeypatch.delenv(key, raising=False)

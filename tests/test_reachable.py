@@ -1,12 +1,12 @@
 """The SWA store mask and its agreement with the lookup.
 
-Three parts (see pyspec/reachable.py for the property and
+Three parts (see swa_prefix_cache/pyspec/reachable.py for the property and
 docs/store-lookup-agreement.md for the findings):
 
 1. **Spec only** (runs without vLLM). ``reachable_mask`` facts (locality,
    examples); the agreement property of the *correct* mask
    (``LocalScenario.check_correct``) on every small scenario and random ones,
-   unitary and hybrid (through ``pyspec.joint``): it always holds; the
+   unitary and hybrid (through ``swa_prefix_cache.pyspec.joint``): it always holds; the
    agreement property of vLLM's mask (``LocalScenario.check_vllm``): every
    violation is one of the documented findings (``EXPLAINS``), none else;
    the offload store/lookup pair at chunk granularity (``offload_lookup``).
@@ -54,8 +54,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import CASE_COUNTS
 
-from pyspec.params import cdiv, contiguous_blocks_for_hit
-from pyspec.reachable import (
+from swa_prefix_cache.pyspec.params import cdiv, contiguous_blocks_for_hit
+from swa_prefix_cache.pyspec.reachable import (
     LocalScenario,
     correct_mask,
     kept,

@@ -1,8 +1,8 @@
-"""The patch registry (vllm_adapter/registry.py): one record per patch, and
+"""The patch registry (swa_prefix_cache/vllm_adapter/registry.py): one record per patch, and
 the one installer that sets and restores vLLM's attributes.
 
 * the table: every fingerprinted binding has exactly one record, in the
-  same order; every record's setting is in pyspec/settings.py; every
+  same order; every record's setting is in swa_prefix_cache/settings.py; every
   attribute it sets exists on the installed vLLM (or, for a method the
   plugin adds, does not);
 * install / uninstall on the real vLLM classes: with every part asked for,
@@ -28,11 +28,11 @@ pytest.importorskip("vllm")
 
 from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
 
-import vllm_adapter  # noqa: E402
-from pyspec import settings  # noqa: E402
-from vllm_adapter import fingerprint, registry  # noqa: E402
+from swa_prefix_cache import vllm_adapter  # noqa: E402
+from swa_prefix_cache import settings  # noqa: E402
+from swa_prefix_cache.vllm_adapter import fingerprint, registry  # noqa: E402
 
-ADAPTER = Path(__file__).resolve().parent.parent / "vllm_adapter"
+ADAPTER = Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "vllm_adapter"
 ALL_ON = {"SWA_PREFIX_CACHE_MODE": "on", "SWA_PREFIX_CACHE_CORE": "native",
           "SWA_PREFIX_CACHE_LOOKUP_MEMO": "on", "SWA_PREFIX_CACHE_OFFLOAD_FILTER": "corrected",
           "SWA_PREFIX_CACHE_DP_ROUTING": "exact"}
@@ -55,7 +55,7 @@ def test_every_record_names_a_setting_and_real_attributes() -> None:
     names = {s.name for s in settings.SETTINGS}
     added = {("EngineCore", "swa_prefix_cache_layout")}
     for patch in registry.PATCHES:
-        assert patch.setting in names, patch.name
+        assert patch.setting in settings.SETTINGS and patch.setting.name in names, patch.name
         assert patch.binds or patch.part_of in registry.BY_NAME, patch.name
         for target in patch.binds:
             owner = target.owner_class()
@@ -87,7 +87,7 @@ def test_install_binds_every_record_and_uninstall_restores_vllms_objects(monkeyp
 
 def test_status_and_log_line_walk_the_registry(monkeypatch, caplog) -> None:
     _env(monkeypatch, {"SWA_PREFIX_CACHE_LOOKUP_MEMO": "off"})
-    with caplog.at_level(logging.INFO, logger="vllm_adapter"):
+    with caplog.at_level(logging.INFO, logger="swa_prefix_cache"):
         assert vllm_adapter.install()
     rows = {row["patch"]: row for row in vllm_adapter.status()["patches"]}
     assert list(rows) == [p.name for p in registry.PATCHES]
@@ -104,7 +104,7 @@ def test_status_and_log_line_walk_the_registry(monkeypatch, caplog) -> None:
 
 
 def test_an_unknown_binding_keeps_vllms_attribute_and_says_why(monkeypatch) -> None:
-    from vllm_adapter import known_sources
+    from swa_prefix_cache.vllm_adapter import known_sources
 
     _env(monkeypatch, {})
     monkeypatch.setitem(known_sources.VARIANTS, "full_attention", [])
@@ -153,7 +153,7 @@ def test_a_target_that_cannot_be_imported_leaves_every_attribute_vllms(monkeypat
     patch = registry.BY_NAME["dp_routing"]
     missing = dataclasses.replace(patch.binds[1], module="vllm.no_such_module")
     monkeypatch.setitem(registry.BY_NAME, "dp_routing",
-                        dataclasses.replace(patch, binds=(patch.binds[0], missing)))
+                        dataclasses.replace(patch, sets=(patch.sets[0], missing)))
     theirs = patch.binds[0].current()
     assert not registry.install("dp_routing", lambda found, originals: (object(), object()), "kept")
     assert patch.binds[0].current() is theirs

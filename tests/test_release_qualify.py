@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import release_qualify  # noqa: E402
 
-from vllm_adapter.fingerprint import Binding, Source  # noqa: E402
+from swa_prefix_cache.vllm_adapter.fingerprint import Binding, Source  # noqa: E402
 
 BASE = '''
 class Pool:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout
 
 ROUTERS = Path(__file__).resolve().parents[1] / "upstream" / "routers"
 sys.path.insert(0, str(ROUTERS))

@@ -1,15 +1,20 @@
-"""pyspec/settings.py, the one table of the environment variables the
+"""swa_prefix_cache/settings.py, the one table of the environment variables the
 package reads:
 
 * every ``SWA_PREFIX_CACHE_*`` / ``PREFIX_CACHE_*`` name the product sources
   mention is a setting or a former name of one, and none of them reads such
   a variable from the environment directly (only through the table);
-* config.py's enumerated readers accept exactly the table's values;
+* config.py's enumerated readers accept exactly the table's values, and each
+  record reads and parses its own variable;
+* a setting's name is written once: no product source but settings.py holds
+  it as a string of its own;
+* README's two tables (user settings, build and test switches) are the
+  records' ``markdown()``;
 * a former name is still read by the real loaders, with one warning per
   process naming the new one; the new name wins when both are set;
 * an unknown ``SWA_PREFIX_CACHE_*`` variable is warned about once by the
   plugin's ``register`` (loaded by vLLM's ``load_general_plugins``);
-* ``python -m vllm_adapter settings`` prints the table;
+* ``python -m swa_prefix_cache settings`` prints the table;
 * setup.py's way of loading the module by file path works;
 * the project's own Makefile, tests, benchmarks and scripts set no former
   name, so its runs never warn.
@@ -26,14 +31,13 @@ from pathlib import Path
 
 import pytest
 
-from pyspec import settings
-from vllm_adapter import config
+from swa_prefix_cache import settings
+from swa_prefix_cache.vllm_adapter import config
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "pyspec" / "settings.py"
+MODULE = ROOT / "swa_prefix_cache" / "settings.py"
 PRODUCT = sorted([ROOT / "setup.py"] + [
-    path for package in ("pyspec", "extracted_c", "vllm_adapter", "kv_index")
-    for path in (ROOT / package).glob("*.py") if path != MODULE])
+    path for path in (ROOT / "swa_prefix_cache").rglob("*.py") if path != MODULE])
 NAME = re.compile(r"(?<![A-Za-z0-9_])(?:SWA_)?PREFIX_CACHE_[A-Z0-9_]*[A-Z0-9]")
 KNOWN = set(settings.BY_NAME) | set(settings.OLD_NAMES)
 # Environment without any of the package's variables, for the subprocesses.
@@ -93,7 +97,7 @@ def test_every_name_in_the_product_is_in_the_table() -> None:
                 for name in NAME.findall(node.value):
                     if name not in KNOWN:
                         unknown.setdefault(str(path.relative_to(ROOT)), set()).add(name)
-    assert not unknown, f"not in pyspec/settings.py: {unknown}"
+    assert not unknown, f"not in swa_prefix_cache/settings.py: {unknown}"
 
 
 def test_no_product_source_reads_a_variable_around_the_table() -> None:
@@ -118,7 +122,10 @@ def test_the_scan_finds_a_direct_read() -> None:
 def test_every_setting_is_well_formed() -> None:
     for setting in settings.SETTINGS:
         assert setting.name.startswith(settings.PREFIX), setting.name
-        assert setting.meaning and setting.allowed and setting.default and setting.readers
+        assert setting.meaning and setting.allowed and setting.default and callable(setting.parse)
+        assert setting.audience in (settings.USER, settings.SWITCH), setting.name
+        if setting.choices:
+            assert setting.unset == setting.default and setting.default in setting.choices
         for old in setting.old_names:
             assert old.name not in settings.BY_NAME, old.name
     names = [s.name for s in settings.SETTINGS]
@@ -133,6 +140,46 @@ def test_every_setting_is_well_formed() -> None:
 ])
 def test_config_readers_accept_exactly_the_tables_values(enum: type, name: str) -> None:
     assert sorted(c.value for c in enum) == sorted(settings.BY_NAME[name].choices)
+
+
+def test_each_record_reads_its_own_variable() -> None:
+    assert settings.MODE.read({}) == "on"
+    assert settings.MODE.read({"SWA_PREFIX_CACHE_MODE": " Shadow "}) == "shadow"
+    with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_CORE must be one of python, native"):
+        settings.CORE.read({"SWA_PREFIX_CACHE_CORE": "fast"})
+    assert settings.DP_TOKENS_PER_LOAD.read({}) is None
+    assert settings.DP_TOKENS_PER_LOAD.read({"SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD": "2.5"}) == 2.5
+    for bad in ("-1", "inf", "nan", "x"):
+        with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD must be a number"):
+            settings.DP_TOKENS_PER_LOAD.read({"SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD": bad})
+    assert settings.STRICT_NATIVE.read({}) is False
+    assert settings.STRICT_NATIVE.read({"SWA_PREFIX_CACHE_STRICT_NATIVE": "Yes"}) is True
+    with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_STRICT_NATIVE must be one of"):
+        settings.STRICT_NATIVE.read({"SWA_PREFIX_CACHE_STRICT_NATIVE": "2"})
+    assert settings.STATS_DIR.read({"SWA_PREFIX_CACHE_STATS_DIR": "  "}) is None
+    assert settings.HOTPATH.read({"SWA_PREFIX_CACHE_HOTPATH": "/x.so"}) == "/x.so"
+
+
+def test_a_settings_name_is_written_once() -> None:
+    """Product code names a setting through its record (``settings.MODE.name``),
+    never as a string of its own; messages and docstrings may mention it."""
+    found = {}
+    for path in PRODUCT:
+        if path.name == "setup.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and node.value in settings.BY_NAME):
+                found.setdefault(str(path.relative_to(ROOT)), []).append(node.value)
+    assert not found, found
+
+
+def test_readme_tables_are_the_records() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for audience in (settings.USER, settings.SWITCH):
+        assert settings.markdown(audience) in readme, f"README's {audience} table is not the records'"
+    users = settings.markdown(settings.USER)
+    assert "SWA_PREFIX_CACHE_MODE" in users and "SWA_PREFIX_CACHE_HOTPATH" not in users
 
 
 def test_unknown_names_are_refused() -> None:
@@ -195,8 +242,9 @@ def test_config_readers_keep_their_errors() -> None:
 # former name must change what is loaded (a file that is not a library makes
 # the load fail) and be warned about once, however often it is read.
 LOADERS = """
-from extracted_c import hotpath, native
-from kv_index import native as kv
+from swa_prefix_cache.core import hotpath
+from benchmarks import cffi_core as native
+from swa_prefix_cache.kv_index import native as kv
 print("lib", native.library_path(), native.is_available(), native.is_available())
 for _ in range(2):
     try:
@@ -249,7 +297,7 @@ def test_former_names_reach_the_real_loaders_and_warn_once(tmp_path: Path) -> No
 
 def test_the_new_name_wins_in_the_real_loader(tmp_path: Path) -> None:
     missing = tmp_path / "missing.so"
-    real = ROOT / "extracted_c" / "libprefix_cache.so"
+    real = ROOT / "build" / "libprefix_cache.so"
     done = _run(LOADERS, {"SWA_PREFIX_CACHE_LIB": str(real), "PREFIX_CACHE_LIB": str(missing)})
     assert done.stdout.splitlines()[0] == f"lib {real} True True", done.stderr
     lines = [line for line in done.stderr.splitlines()
@@ -264,7 +312,7 @@ from vllm.plugins import load_general_plugins
 load_general_plugins()
 import sys
 print("register done", file=sys.stderr, flush=True)
-from pyspec import settings
+from swa_prefix_cache import settings
 settings.warn_unknown()
 print("patched", SlidingWindowManager.__dict__["find_longest_cache_hit"] is not swa)
 """
@@ -294,7 +342,7 @@ def test_unknown_lists_only_unknown_prefixed_names() -> None:
 
 def test_the_settings_command_prints_every_setting() -> None:
     done = _run("", {"PREFIX_CACHE_HOTPATH": "/x.so", "SWA_PREFIX_CACHE_MODE": "shadow",
-                     "SWA_PREFIX_CACHE_MOD": "off"}, "-m", "vllm_adapter", "settings")
+                     "SWA_PREFIX_CACHE_MOD": "off"}, "-m", "swa_prefix_cache", "settings")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for setting in settings.SETTINGS:
@@ -318,7 +366,7 @@ def test_setup_py_can_load_the_module_by_its_path() -> None:
     assert set(module.BY_NAME) == set(settings.BY_NAME)
     assert "_settings_by_path" not in sys.modules
     assert "from pyspec import settings" not in (ROOT / "setup.py").read_text()
-    assert '"pyspec/settings.py"' in (ROOT / "setup.py").read_text()
+    assert '"swa_prefix_cache/settings.py"' in (ROOT / "setup.py").read_text()
 
 
 SETTERS = [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))] + sorted(
@@ -346,17 +394,15 @@ def test_the_projects_own_runs_set_no_former_name() -> None:
     ("0", False), ("false", False), ("no", False), (" off", False),
 ])
 def test_booleans_take_the_usual_spellings(raw: str, want: bool) -> None:
-    assert settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", not want,
-                              {"SWA_PREFIX_CACHE_STRICT_NATIVE": raw}) is want
+    assert settings.STRICT_NATIVE.read({"SWA_PREFIX_CACHE_STRICT_NATIVE": raw}) is want
 
 
 def test_a_bad_boolean_is_refused_in_one_short_line() -> None:
     for raw in ("2", "maybe", "", "x" * 100_000):
         with pytest.raises(ValueError, match="SWA_PREFIX_CACHE_STRICT_NATIVE must be one of") as exc:
-            settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", False,
-                               {"SWA_PREFIX_CACHE_STRICT_NATIVE": raw})
+            settings.STRICT_NATIVE.read({"SWA_PREFIX_CACHE_STRICT_NATIVE": raw})
         assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
-    assert settings.read_bool("SWA_PREFIX_CACHE_STRICT_NATIVE", True, {}) is True
+    assert settings.STRICT_NATIVE.read({}) is False
 
 
 def test_long_values_are_cut_where_they_are_said() -> None:
@@ -385,7 +431,7 @@ def test_the_table_shows_a_former_name_that_is_also_set() -> None:
 
 
 def test_qualify_names_typos_and_warns_about_an_unused_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_adapter import qualify
+    from swa_prefix_cache.vllm_adapter import qualify
 
     monkeypatch.setenv("SWA_PREFIX_CACHE_MOD", "off")
     monkeypatch.setenv("SWA_PREFIX_CACHE_DP_TOKENS_PER_LOAD", "")

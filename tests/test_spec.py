@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pyspec import (
+from swa_prefix_cache.pyspec import (
     CountingMask,
     SearchParams,
     alignment_period,

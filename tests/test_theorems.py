@@ -24,7 +24,7 @@ from conftest import CASE_COUNTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyspec import (
+from swa_prefix_cache.pyspec import (
     CountingMask,
     SearchParams,
     aligned_end,
@@ -35,7 +35,7 @@ from pyspec import (
     realign,
     stride_search,
 )
-from pyspec.search import last_aligned_end
+from swa_prefix_cache.pyspec.search import last_aligned_end
 
 # ---------------------------------------------------------------------------
 # Line-for-line transcription of the Lean definitions (Spec/*.lean)
@@ -330,7 +330,7 @@ def _vllm_args():
 def test_legacy_transcription_matches_pyspec() -> None:
     """Spec/Legacy.lean's `legacyScan`, with the gate `AlignedEnd (i + 1)` on
     `period = alignment_period(...)` and `need` the raw vLLM block count
-    (negative counts as 0), equals `pyspec.legacy_scan` on vLLM's own
+    (negative counts as 0), equals `swa_prefix_cache.pyspec.legacy_scan` on vLLM's own
     arguments; this is the claim that abstracting vLLM's token arithmetic to
     `AlignedEnd` loses nothing."""
     rng = random.Random(20240611)
@@ -586,7 +586,7 @@ def test_findHit_spec_random(case) -> None:
 def test_legacyScan_spec() -> None:
     """`SwaHit cached n (effNeed need) period eg (legacyScan cached n need
     period eg)` (with `1 ≤ period`, `eg ≤ 1`): on the transcription for
-    every small case, and on `pyspec.legacy_scan` itself with vLLM's
+    every small case, and on `swa_prefix_cache.pyspec.legacy_scan` itself with vLLM's
     arguments (need from -1 to 6 blocks, clamped to at least 1)."""
     k = 0
     for mask, need, period, eg in _exhaustive():
@@ -864,9 +864,9 @@ def test_scan_and_arith_lemmas() -> None:
 # Spec/Joint.lean and Thm/Joint.lean: the multi-group fixed point
 # ---------------------------------------------------------------------------
 
-from pyspec.joint import Group, accepts, attention_groups, joint_lookup  # noqa: E402
-from pyspec.params import cdiv  # noqa: E402
-from pyspec.reachable import reachable_mask  # noqa: E402
+from swa_prefix_cache.pyspec.joint import Group, accepts, attention_groups, joint_lookup  # noqa: E402
+from swa_prefix_cache.pyspec.params import cdiv  # noqa: E402
+from swa_prefix_cache.pyspec.reachable import reachable_mask  # noqa: E402
 
 
 def _realign(x, p):

@@ -3,7 +3,7 @@
 No Lean toolchain runs here, so each statement is checked on inputs: the
 Lean definitions of Lean/PrefixCache/Spec/Full.lean are transcribed below
 (``Nat`` arithmetic: truncated subtraction, floor division; masks as
-functions of the index), the transcription is checked equal to pyspec.full
+functions of the index), the transcription is checked equal to swa_prefix_cache.pyspec.full
 (``test_transcription_matches_pyspec``), and each theorem is a test named
 after it: exhaustive on small inputs plus hypothesis.
 """
@@ -19,7 +19,7 @@ from conftest import CASE_COUNTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyspec.full import full_hit, legacy_full_scan
+from swa_prefix_cache.pyspec.full import full_hit, legacy_full_scan
 
 Mask = Callable[[int], bool]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from conftest import CASE_COUNTS
 
-from pyspec.joint import Group, joint_lookup
+from swa_prefix_cache.pyspec.joint import Group, joint_lookup
 
 CASES = 3000
 

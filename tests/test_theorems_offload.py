@@ -24,7 +24,7 @@ from conftest import CASE_COUNTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyspec.offload_lookup import (
+from swa_prefix_cache.pyspec.offload_lookup import (
     CountingChunks,
     legacy_offload_scan,
     offload_lookup,

@@ -1,4 +1,4 @@
-"""pyspec/tier_reference.py: the reference store (keeps exactly what
+"""swa_prefix_cache/pyspec/tier_reference.py: the reference store (keeps exactly what
 vLLM's lookups can read, LRU at a byte budget), on hand-made prompts and on
 the trace against the prefix ceiling."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import mooncake
-from pyspec.tier_reference import Group, chained_keys, reference_hits, window_blocks
+from swa_prefix_cache.pyspec.tier_reference import Group, chained_keys, reference_hits, window_blocks
 
 B = 16
 FULL = Group(None, 100)

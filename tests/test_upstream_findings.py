@@ -56,7 +56,7 @@ def test_every_finding_has_a_reproduction_and_a_fix() -> None:
 def test_reproductions_import_only_stdlib_and_vllm(name: str) -> None:
     used = _imports(FINDINGS_DIR / f"{name}.py")
     assert used <= ALLOWED_TOP, used - ALLOWED_TOP
-    assert not used & {"vllm_adapter", "pyspec", "extracted_c"}
+    assert not used & {"swa_prefix_cache", "vllm_adapter", "pyspec", "extracted_c", "kv_index"}
 
 
 @pytest.mark.parametrize("fid", [*check.FINDINGS, check.COMBINED])
@@ -75,9 +75,9 @@ def test_fix_applies_to_the_installed_vllm(fid: str, tmp_path: Path, monkeypatch
 
 
 def test_new_vllm_module_is_the_spec_verbatim() -> None:
-    """The store filter the O2-O5 fix adds to vLLM is pyspec/offload.py's
+    """The store filter the O2-O5 fix adds to vLLM is swa_prefix_cache/pyspec/offload.py's
     code itself (``# @include``), under vLLM's imports: no copy to drift."""
-    spec = (check.ROOT / "pyspec" / "offload.py").read_text()
+    spec = (check.ROOT / "swa_prefix_cache" / "pyspec" / "offload.py").read_text()
     (text,) = check.load_fix("O2").new_files.values()
     assert check.INCLUDE not in text
     body = spec[spec.index("@dataclass(frozen=True)"):]
@@ -88,12 +88,12 @@ def test_new_vllm_module_is_the_spec_verbatim() -> None:
 def test_new_vllm_module_has_the_adapters_glue() -> None:
     """The same module's mapping of vLLM's scheduler config to the spec's
     groups, and the block mask, are the adapter's own functions
-    (``# @include vllm_adapter/offload_filter.py: ...``): the same syntax
+    (``# @include swa_prefix_cache/vllm_adapter/offload_filter.py: ...``): the same syntax
     tree once the imports that open the adapter's bodies are left out."""
     import ast
 
     (text,) = check.load_fix("O2").new_files.values()
-    adapter = (check.ROOT / "vllm_adapter" / "offload_filter.py").read_text()
+    adapter = (check.ROOT / "swa_prefix_cache" / "vllm_adapter" / "offload_filter.py").read_text()
 
     def bodies(source: str, drop_imports: bool) -> dict[str, str]:
         out = {}
@@ -162,7 +162,7 @@ def test_fix_applies_or_is_refused_on_the_next_release(fid: str, next_release: P
     assert built.diff_lines > 0
     assert f"vLLM {NEXT}" in built.patch.read_text().splitlines()[1]
     if fid == check.COMBINED:
-        assert set(built.fix.refused) == {"offload_filter"}
+        assert set(built.fix.refused) == {"store_filter"}
         assert "upstream/findings/fixes/0_34_0/O1.py" in built.fix.files
         assert set(check._fixed_by(fid)) == set(check.FINDINGS) - NEXT_REFUSED
 

@@ -2,9 +2,9 @@
 
 The lookup runs on a real ``BlockPool`` with blocks planted for a mask
 (tests/vllm_support.py); its answer is converted to a ``HitResult`` (with
-every returned block checked) and must equal both ``pyspec.legacy_scan`` and
-``pyspec.find_hit``. vLLM's ``get_cached_block`` call count must equal the
-probes ``legacy_scan`` makes through ``pyspec.CountingMask``.
+every returned block checked) and must equal both ``swa_prefix_cache.pyspec.legacy_scan`` and
+``swa_prefix_cache.pyspec.find_hit``. vLLM's ``get_cached_block`` call count must equal the
+probes ``legacy_scan`` makes through ``swa_prefix_cache.pyspec.CountingMask``.
 
 * exhaustive: every mask of up to 8 blocks, block sizes 1 and 4, windows
   giving every run length from 0 to n + 1 (both ends of each window range,
@@ -55,7 +55,7 @@ from vllm_support import (  # noqa: E402
     vllm_find_longest_cache_hit,
 )
 
-from pyspec import (  # noqa: E402
+from swa_prefix_cache.pyspec import (  # noqa: E402
     CountingMask,
     HitResult,
     SearchParams,

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import torch
 
-from pyspec import HitResult
+from swa_prefix_cache.pyspec import HitResult
 from vllm.v1.core.block_pool import BlockPool
 from vllm.v1.core.kv_cache_utils import (
     BlockHash,
@@ -41,7 +41,7 @@ from vllm.v1.core.kv_cache_utils import (
 from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager
 from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
-import vllm_adapter
+from swa_prefix_cache import vllm_adapter
 
 HASH_BYTES = 32
 
@@ -324,7 +324,7 @@ def count_native() -> Iterator[dict[str, int]]:
     in C (``native``) and handed to the Python lookup (``delegated``), over
     every install in between (``_hotpath.totals()``), so a test can assert
     that the path it compares against vLLM is really taken."""
-    from extracted_c import hotpath
+    from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
     before = module.totals()

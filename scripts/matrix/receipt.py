@@ -3,7 +3,7 @@
 Run by the interpreter under test (from the repository root), after its
 checks: it reads that interpreter's version, implementation, machine and
 free-threading from itself, vLLM's version if installed, the extension's
-fast-path choice (extracted_c.hotpath.fast_paths(), which honours
+fast-path choice (swa_prefix_cache.core.hotpath.fast_paths(), which honours
 $SWA_PREFIX_CACHE_HOTPATH), the self-check's JSON line (scripts/matrix/
 selfcheck.py) and each pytest suite's counts from its --junitxml report.
 
@@ -88,7 +88,7 @@ def main() -> int:
         }
     else:
         sys.path.insert(0, os.getcwd())
-        from extracted_c import hotpath
+        from swa_prefix_cache.core import hotpath
 
         paths = hotpath.fast_paths()
         try:

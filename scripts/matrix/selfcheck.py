@@ -3,7 +3,7 @@ machines where vLLM cannot run: `make matrix-py313`, `make cross-aarch64`
 under qemu).
 
 Run from the repository root (or with it on sys.path): imports
-extracted_c._hotpath, prints its fast-path choice (fast_paths()), then
+swa_prefix_cache.core._hotpath, prints its fast-path choice (fast_paths()), then
 checks, against plain-Python references:
   * key_hashes: the read-ahead's own hash of bytes keys of 1-64 bytes is
     hash(key) (when it hashes them itself);
@@ -14,13 +14,13 @@ checks, against plain-Python references:
     groups: the same blocks and hit as the reference, every call answered
     in C (totals());
   * offload_lookup (the proved offload stride search): answers in range;
-then kv_index's native core, kv_index._kvnative (as kv_index loads it:
+then kv_index's native core, swa_prefix_cache.kv_index._kvnative (as kv_index loads it:
 $SWA_PREFIX_CACHE_KVNATIVE names the cross-built file), with the standard
 library only (no msgspec: event batches as objects):
   * SHA-256: the implementation it reports (portable off x86-64, where the
     SHA-NI code is not compiled) and the portable one against hashlib;
   * the C block-hash chain against the Python chain (pickle.dumps protocol
-    5 + hashlib.sha256, and kv_index.hashing's), hash block sizes 1, 3, 16;
+    5 + hashlib.sha256, and swa_prefix_cache.kv_index.hashing's), hash block sizes 1, 3, 16;
   * a small KVIndex (full attention, sliding window, a hybrid) on hand-made
     event batches: the native score and stats equal KVIndex(native=False)'s.
   When it cannot be loaded its checks count 0 (skipped), or fail under
@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 
-from extracted_c import hotpath  # noqa: E402
+from swa_prefix_cache.core import hotpath  # noqa: E402
 
 
 class Block:
@@ -173,8 +173,8 @@ def offload_check(module, rng: random.Random, trials: int) -> int:
     return trials
 
 
-# ---- kv_index's native core (kv_index._kvnative) ---------------------------------
-# Only the standard library: the batches are objects (kv_index/events.py
+# ---- kv_index's native core (swa_prefix_cache.kv_index._kvnative) ---------------------------------
+# Only the standard library: the batches are objects (swa_prefix_cache/kv_index/events.py
 # reads an object's events without msgspec; msgpack bytes need it).
 
 KV_SEED = "vllm-none-hash"
@@ -244,8 +244,8 @@ def kv_sha256_check(kvn, rng: random.Random) -> int:
 
 def kv_chain_check(kvn, rng: random.Random) -> int:
     """The C chain (prompt_block_hashes, prompt_block_keys) against the
-    Python chain, kv_index.hashing's and pickle.dumps + hashlib's."""
-    from kv_index.hashing import event_key, none_hash, prompt_block_hashes
+    Python chain, swa_prefix_cache.kv_index.hashing's and pickle.dumps + hashlib's."""
+    from swa_prefix_cache.kv_index.hashing import event_key, none_hash, prompt_block_hashes
 
     nh = none_hash("sha256", KV_SEED)
     checked = 0
@@ -272,8 +272,8 @@ def kv_score_check(rng: random.Random) -> int:
     (KVIndex(native=False)): hand-made batches (stores, a sliding-window
     group's tail, removes, another medium, a clear), scores and stats after
     each."""
-    from kv_index import GroupLayout, KVIndex, ReplicaLayout
-    from kv_index.hashing import event_key, prompt_block_hashes
+    from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout
+    from swa_prefix_cache.kv_index.hashing import event_key, prompt_block_hashes
 
     layouts = {
         "full16": ReplicaLayout((GroupLayout("full_attention", 16),), 16),
@@ -323,10 +323,10 @@ def kv_score_check(rng: random.Random) -> int:
 
 
 def kv_native_checks(rng: random.Random, info: dict[str, object], checks: dict[str, object]) -> None:
-    """kv_index._kvnative (as kv_index loads it: $SWA_PREFIX_CACHE_KVNATIVE, else
+    """swa_prefix_cache.kv_index._kvnative (as kv_index loads it: $SWA_PREFIX_CACHE_KVNATIVE, else
     the package's) into info, its checks' counts into checks; not loadable:
     the checks count 0 (skipped), or fail under SWA_PREFIX_CACHE_STRICT_NATIVE=1."""
-    from kv_index import native as kv_loader
+    from swa_prefix_cache.kv_index import native as kv_loader
 
     try:
         kvn = kv_loader.load()

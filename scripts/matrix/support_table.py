@@ -2,7 +2,7 @@
 
 Each row is one receipt (scripts/matrix/receipt.py: a vLLM release or a
 CPython / architecture run): what the plugin patches there (the bindings
-whose known variants list that vLLM release, vllm_adapter/known_sources.py),
+whose known variants list that vLLM release, swa_prefix_cache/vllm_adapter/known_sources.py),
 the extension's fast paths, and the suites that ran with their counts.
 
     python scripts/matrix/support_table.py [--receipts DIR] [--write | --check]
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from vllm_adapter.known_sources import VARIANTS  # noqa: E402
+from swa_prefix_cache.vllm_adapter.known_sources import VARIANTS  # noqa: E402
 
 BEGIN = "<!-- support-table: made by scripts/matrix/support_table.py from the matrix receipts -->"
 END = "<!-- /support-table -->"

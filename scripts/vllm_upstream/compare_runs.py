@@ -11,7 +11,7 @@ Exit status 0 only when
   interruption, usage error, or empty selection) and ran the same tests;
 * the "with" run had the patch installed and its patched methods were
   called at least once in all (the sum of the call counters the plugin read
-  from ``vllm_adapter.status()``, each printed); the "without" run had it
+  from ``swa_prefix_cache.vllm_adapter.status()``, each printed); the "without" run had it
   not installed and no calls;
 * vLLM's "requires Triton" config guard was passed over in both runs or
   in neither (triton_guard.py);
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
         f"(backend {rep_on.get('backend') or '-'}), {rep_off.get('calls')} without"
     )
     for counter, n in sorted((rep_on.get("calls_by_counter") or {}).items()):
-        print(f"    vllm_adapter.status() {counter}: {n} with plugin, "
+        print(f"    swa_prefix_cache.vllm_adapter.status() {counter}: {n} with plugin, "
               f"{(rep_off.get('calls_by_counter') or {}).get(counter, 0)} without")
 
     guard = {label: bool(rep.get("triton_guard_passed_over"))

@@ -7,8 +7,8 @@ Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
 * marks every collected test ``skip_global_cleanup``: vLLM's autouse cleanup
   fixture (tests/conftest.py) calls accelerator APIs that a CPU build lacks;
 * at session start, with ``VLLM_UPSTREAM_PLUGIN=on``, calls
-  ``vllm_adapter.install(Mode.ON)`` and fails the session unless
-  ``vllm_adapter.is_installed()``; with ``VLLM_UPSTREAM_PLUGIN=off`` it makes
+  ``swa_prefix_cache.vllm_adapter.install(Mode.ON)`` and fails the session unless
+  ``swa_prefix_cache.vllm_adapter.is_installed()``; with ``VLLM_UPSTREAM_PLUGIN=off`` it makes
   sure the patch is NOT active (and ``SWA_PREFIX_CACHE_MODE=off`` keeps
   vLLM's own plugin loader from installing it);
 * with ``HF_HUB_OFFLINE=1``, makes vLLM's
@@ -27,7 +27,7 @@ Loaded by scripts/vllm_upstream_tests.sh as ``-p vllm_upstream_plugin``
   was passed over and for how many config checks) as JSON to
   ``$VLLM_UPSTREAM_REPORT``, so the driver can refuse a run in which no
   patched method ran. The calls are read generically from
-  ``vllm_adapter.status()``: every integer counter named ``calls`` (or
+  ``swa_prefix_cache.vllm_adapter.status()``: every integer counter named ``calls`` (or
   ``*_calls``) anywhere in it -- today ``stats.calls`` (the lookups the
   adapter answers) and ``offload_filter.calls`` -- so a newly patched method
   that reports its own counter there is counted without changing this file.
@@ -49,7 +49,7 @@ _calls_at_start: dict[str, int] = {}
 
 def _counters(obj: object, prefix: str = "") -> dict[str, int]:
     """``{"stats.calls": n, "offload_filter.calls": m, ...}``: every int
-    counter named ``calls`` / ``*_calls`` in ``vllm_adapter.status()``
+    counter named ``calls`` / ``*_calls`` in ``swa_prefix_cache.vllm_adapter.status()``
     (dicts and dataclass-like objects are walked)."""
     if isinstance(obj, dict):
         items = obj.items()
@@ -69,7 +69,7 @@ def _counters(obj: object, prefix: str = "") -> dict[str, int]:
 
 
 def _call_counts() -> dict[str, int]:
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     return _counters(vllm_adapter.status())
 
@@ -103,13 +103,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _calls_at_start
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     if _want_installed():
         vllm_adapter.install(vllm_adapter.Mode.ON)
         if not vllm_adapter.is_installed():
             raise pytest.UsageError(
-                "vllm_adapter.install(Mode.ON) did not patch vLLM: "
+                "swa_prefix_cache.vllm_adapter.install(Mode.ON) did not patch vLLM: "
                 f"{vllm_adapter.status()['reason']}"
             )
     else:
@@ -126,7 +126,7 @@ def pytest_collection_modifyitems(
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     status = vllm_adapter.status()
     calls = _calls_since_start()
@@ -149,7 +149,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
-    import vllm_adapter
+    from swa_prefix_cache import vllm_adapter
 
     calls = _calls_since_start()
     terminalreporter.write_line(

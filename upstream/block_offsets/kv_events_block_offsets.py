@@ -8,7 +8,7 @@ it in every store ``BlockPool`` publishes (dense ones too), plus vLLM-style
 tests (``test_kv_events_block_offsets.py``).
 
 Replacement source for vLLM 0.33.0 (Apache-2.0), written by swa-prefix-cache;
-upstream/block_offsets/check.py splices it into the installed vLLM by ``ast``
+upstream/block_offsets/check_block_offsets.py splices it into the installed vLLM by ``ast``
 (upstream/findings/check.py's ``build``) and generates the diff.
 """
 
@@ -28,7 +28,7 @@ BASE = {
     "BlockPool.emit_cached_block_events": "c21535d03f29aaeca6077cc65c0e27ed6e16e1c9bd9d539fe447c26ee107377e",
     "BlockPool.cache_partial_block": "1a7fd0042647faa319d356f06b99e29a8966936557b4ff8e91cbe78e766d70a3",
 }
-NEW_FILES = {"tests/v1/core/test_kv_events_block_offsets.py": "test_kv_events_block_offsets.py"}
+NEW_FILES = {"tests/v1/core/test_kv_events_block_offsets.py": "vllm_test_kv_events_block_offsets.py"}
 
 
 class BlockStored(KVCacheEvent):

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 # Modules of the swa-prefix-cache project: a reproduction must not need them.
-PROJECT_MODULES = ("vllm_adapter", "pyspec", "extracted_c")
+PROJECT_MODULES = ("swa_prefix_cache",)
 
 os.environ.setdefault("VLLM_PLUGINS", "")  # no vLLM plugin may change the answer
 logging.getLogger("vllm").setLevel(logging.ERROR)

@@ -7,7 +7,7 @@ For each finding ``<id>`` (docs/upstream-findings.md) this script
    (``TARGETS``: vLLM file -> qualified names; ``BASE``: the sha256 of
    each original definition it replaces, so a different vLLM is refused;
    ``USE``: the fix is another file's; ``NEW_FILES``: whole new modules,
-   where a line ``# @include pyspec/<file>.py`` stands for that spec
+   where a line ``# @include swa_prefix_cache/pyspec/<file>.py`` stands for that spec
    module's code, verbatim, and ``# @include <file>.py: f, g`` for those
    functions of the adapter's glue (``new_module_text``);
    ``COMBINE``: the fixes it is made of, see ``ALL``);
@@ -141,11 +141,11 @@ INCLUDE = "# @include "
 
 
 def new_module_text(path: Path) -> str:
-    """A new vLLM module's text. A line ``# @include pyspec/<file>.py`` is
+    """A new vLLM module's text. A line ``# @include swa_prefix_cache/pyspec/<file>.py`` is
     replaced by that spec module's code from its first definition on (its
     docstring and imports stay behind: the new module has vLLM's), and a line
     ``# @include <file>.py: f, g`` by the named top-level functions of that
-    file (``vllm_adapter/``'s glue), the imports that open their bodies
+    file (``swa_prefix_cache/vllm_adapter/``'s glue), the imports that open their bodies
     dropped (the new module imports at its top). So the module vLLM gets is
     the code the project tests, not a copy of it."""
     out = []
@@ -354,6 +354,15 @@ def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
         inner.fid, inner.files = fid, (_shown(path),) + inner.files
         return inner
     fix = Fix(fid, (_shown(path),))
+    base_of: dict[str, str] = _literal(tree, "BASE", {})  # type: ignore[assignment]
+    rename_of = _literal(tree, "RENAME_OF", None)
+    if rename_of is not None:
+        # One body for every release: this file gives the release's BASE and
+        # the renames that carry the body onto its definitions.
+        body = fixes / f"{rename_of}.py"
+        text = renamed(body.read_text(), _literal(tree, "RENAMES", []), path.name)  # type: ignore[arg-type]
+        tree = ast.parse(text)
+        fix.files += (_shown(body),)
     fallback: dict[str, str] = _literal(tree, "FALLBACK", {})  # type: ignore[assignment]
     for part in _literal(tree, "COMBINE", []):  # type: ignore[union-attr]
         if part in seen:
@@ -390,7 +399,7 @@ def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
             rep = Replacement(qualname, _dedent(_segment(lines, node), node.col_offset), path.name)
             mine[:] = [r for r in mine if r.qualname != qualname] + [rep]
             own.add(qualname)
-    fix.base.update(_literal(tree, "BASE", {}))  # type: ignore[arg-type]
+    fix.base.update(base_of if rename_of is not None else _literal(tree, "BASE", {}))  # type: ignore[arg-type]
     fix.after.update(_literal(tree, "AFTER", {}))  # type: ignore[arg-type]
     for target, name in _literal(tree, "NEW_FILES", {}).items():  # type: ignore[union-attr]
         fix.new_files[target] = new_module_text(fixes / name)
@@ -402,6 +411,17 @@ def load_fix(fid: str, seen: tuple[str, ...] = (), fixes: Path = FIXES) -> Fix:
                     f"{fid}: {rep.origin} both replace {rep.qualname}; {path.name} must give the combined definition"
                 )
     return fix
+
+
+def renamed(text: str, renames: list[tuple[str, str]], where: str) -> str:
+    """``text`` with each ``(old, new)`` of ``renames`` replaced everywhere;
+    an ``old`` that no longer occurs is an error (the body changed under the
+    table)."""
+    for old, new in renames:
+        if old not in text:
+            raise SystemExit(f"{where}: RENAMES: {old!r} is not in the body")
+        text = text.replace(old, new)
+    return text
 
 
 def patch_source(original: str, reps: list[Replacement], base: dict[str, str], after: dict[str, str], where: str) -> str:

@@ -164,7 +164,7 @@ def _stored_and_boundaries(env, s: LocalScenario):  # type: ignore[no-untyped-de
 def test_waste_property(vllm_env) -> None:  # type: ignore[no-untyped-def]
     from vllm_support import build_planted_cache, make_spec, vllm_find_longest_cache_hit
 
-    from pyspec.reachable import pending_segment_blocks
+    from swa_prefix_cache.pyspec.reachable import pending_segment_blocks
 
     rng = random.Random(20261216 + SEED)
     bad = []

@@ -45,8 +45,8 @@ import replicas  # noqa: E402
 import run_e2e  # noqa: E402
 from run_e2e import SERVED_NAME, Failure  # noqa: E402
 
-from kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
-from kv_index.subscriber import replay  # noqa: E402
+from swa_prefix_cache.kv_index import GroupLayout, KVIndex, ReplicaLayout  # noqa: E402
+from swa_prefix_cache.kv_index.subscriber import replay  # noqa: E402
 
 FIXTURES = HERE / "fixtures"
 MODELS = ("swa", "hybrid", "dense")

@@ -6,8 +6,8 @@
 # here are vLLM's, token for token, and puts this body in place of vLLM's (plus
 # `import math`). The class around it is a stub so that this file is valid
 # Python; it is never imported. The body is pyspec's stride_search followed by
-# prefix_fallback (pyspec/search.py, proved equal to vLLM's scan in
-# extracted_c/proved/prefix_cache.c and Lean/PrefixCache), with vLLM's names and its
+# prefix_fallback (swa_prefix_cache/pyspec/search.py, proved equal to vLLM's scan in
+# swa_prefix_cache/core/proved/prefix_cache.c and Lean/PrefixCache), with vLLM's names and its
 # BlockPool.get_cached_block probe.
 import math
 

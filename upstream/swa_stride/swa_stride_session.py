@@ -68,7 +68,7 @@ def _check(where: str) -> list[str]:
         problems.append(f"{where}: the method in place is not the patched one")
     if session == "stock" and STOCK_TODO not in source:
         problems.append(f"{where}: the method in place is not vLLM's stock one")
-    adapter = sys.modules.get("vllm_adapter")
+    adapter = sys.modules.get("swa_prefix_cache.vllm_adapter")
     if adapter is not None and adapter.is_installed():
         problems.append(f"{where}: the swa-prefix-cache plugin is installed")
     return problems

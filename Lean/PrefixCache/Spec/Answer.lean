@@ -7,7 +7,7 @@ What both `findHit` and `legacyScan` compute, stated without any loop:
 the rightmost valid aligned window if there is one (hit length `e - eg`,
 first real block `e - need`), else the prefix fallback formula applied to
 the maximal cached prefix (first real block `0`). Same as the C contract
-`swa_hit` in `extracted_c/proved/prefix_cache.h`.
+`swa_hit` in `swa_prefix_cache/core/proved/prefix_cache.h`.
 -/
 
 namespace PrefixCache

@@ -5,7 +5,7 @@ import PrefixCache.Spec.Stride
 # vLLM's full-attention lookup
 
 `FullAttentionManager.find_longest_cache_hit` of vLLM 0.33.0, on two masks
-(same names as `pyspec/full.py` and `extracted_c/proved/full_attention.h`):
+(same names as `swa_prefix_cache/pyspec/full.py` and `swa_prefix_cache/core/proved/full_attention.h`):
 `c i` says full block `i` is cached (`i < nCached`), `f j` that the prefix
 of `(j + 1) * align` tokens is cached (a partial-tail entry, `j < nFine`).
 
@@ -99,7 +99,7 @@ def fullAfterPhase1 (f : Nat → Bool) (p q nFine maxLength bs align : Nat) (eag
       bs align eagle
   else fullFinish p none q bs align eagle
 
-/-- The answer from its named pieces (`pyspec.full.full_hit`): the longest
+/-- The answer from its named pieces (`swa_prefix_cache.pyspec.full.full_hit`): the longest
 cached prefix, the highest cached fine boundary of the next block
 (fine-grained mode), then EAGLE, round-down and trim. -/
 def fullHit (c f : Nat → Bool) (nCached nFine maxLength bs align : Nat) (eagle : Bool) :
@@ -162,7 +162,7 @@ def legacyAfterPhase1 (f : Nat → Bool) (r1 : Nat × Nat) (nFine maxLength bs a
   else legacyFinish (r1.1 * bs) r1.1 r1.1 none r1.2 bs align eagle
 
 /-- vLLM's `FullAttentionManager.find_longest_cache_hit`, line for line on
-the masks (`pyspec.full.legacy_full_scan`). -/
+the masks (`swa_prefix_cache.pyspec.full.legacy_full_scan`). -/
 def legacyFullScan (c f : Nat → Bool) (nCached nFine maxLength bs align : Nat) (eagle : Bool) :
     FullResult :=
   legacyAfterPhase1 f (legacyPhase1 c 0 0 (minN (maxLength / bs) nCached)) nFine maxLength bs

@@ -3,7 +3,7 @@ import PrefixCache.Spec.Stride
 /-!
 # The joint (multi-group) lookup
 
-Transcribed from `pyspec/joint.py` (`full_attention_hit`, `swa_hit`,
+Transcribed from `swa_prefix_cache/pyspec/joint.py` (`full_attention_hit`, `swa_hit`,
 `group_hit`, `accepts`, `joint_lookup`, `max_rounds_bound`): vLLM 0.33.0's
 `HybridKVCacheCoordinator.find_longest_cache_hit`, the fixed point over the
 KV-cache groups of a hybrid model.

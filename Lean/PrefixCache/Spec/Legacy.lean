@@ -3,7 +3,7 @@ import PrefixCache.Spec.Stride
 /-!
 # vLLM's O(N) right-to-left scan
 
-Transcribed from `pyspec/legacy.py` (itself a line-for-line copy of vLLM
+Transcribed from `swa_prefix_cache/pyspec/legacy.py` (itself a line-for-line copy of vLLM
 0.33.0's `SlidingWindowManager.find_longest_cache_hit`), with two
 abstractions:
 
@@ -12,7 +12,7 @@ abstractions:
   `alignment_tokens / gcd(alignment_tokens, block_size)`
   (pyspec `alignment_period`; `tests/test_spec.py` checks the equivalence,
   and `tests/test_theorems.py` checks this transcription against
-  `pyspec.legacy_scan` on vLLM arguments). When `block_size ==
+  `swa_prefix_cache.pyspec.legacy_scan` on vLLM arguments). When `block_size ==
   alignment_tokens` vLLM skips the gate; then `period = 1` and
   `AlignedEnd 1 eg (i + 1)` always holds, so skipping it changes nothing;
 * the list `computed` is represented by its length and the index of its

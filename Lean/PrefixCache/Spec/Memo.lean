@@ -3,7 +3,7 @@ import PrefixCache.Spec.Joint
 /-!
 # The lookup memory: a pool's map, its writes, and what a lookup reads of it
 
-Transcribed from `vllm_adapter/lookup_memo.py` and the vLLM code it is
+Transcribed from `swa_prefix_cache/vllm_adapter/lookup_memo.py` and the vLLM code it is
 bound to (fingerprint binding `lookup_memo`):
 
 * a pool's prefix-cache map (`BlockHashToBlockMap`) is seen as a function

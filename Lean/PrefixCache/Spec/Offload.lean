@@ -3,9 +3,9 @@ import PrefixCache.Spec.Window
 /-!
 # vLLM's KV-offload sliding-window lookup
 
-Transcribed from `pyspec/offload_lookup.py` (`legacy_offload_scan`,
+Transcribed from `swa_prefix_cache/pyspec/offload_lookup.py` (`legacy_offload_scan`,
 `offload_lookup`, `offload_stride_search`; C twins in
-`extracted_c/proved/offload_lookup.{h,c}`).
+`swa_prefix_cache/core/proved/offload_lookup.{h,c}`).
 
 Model: chunk `i` answers `manager.lookup(keys[i])` with `chunks i`:
 `0` MISS, `2` HIT_PENDING, anything else HIT (pyspec and the C use `1`).

@@ -3,9 +3,9 @@ import PrefixCache.Spec.Stride
 /-!
 # vLLM's lookup parameters
 
-Transcribed from `pyspec/params.py` (`cdiv`, `contiguous_blocks_for_hit`,
+Transcribed from `swa_prefix_cache/pyspec/params.py` (`cdiv`, `contiguous_blocks_for_hit`,
 `search_need`, `alignment_period`), the Python twin of the proved
-`extracted_c/proved/params.c` (same names). The window is an `Int`: vLLM accepts a
+`swa_prefix_cache/core/proved/params.c` (same names). The window is an `Int`: vLLM accepts a
 window of 0 tokens, for which `sliding_window - 1` is negative.
 `tests/test_params.py::test_params_transcription_matches_pyspec` checks
 these definitions against pyspec's.

@@ -3,7 +3,7 @@ import PrefixCache.Spec.Joint
 /-!
 # The store-side mask
 
-Transcribed from `pyspec/reachable.py` (`tail`, `reachable_mask`): vLLM
+Transcribed from `swa_prefix_cache/pyspec/reachable.py` (`tail`, `reachable_mask`): vLLM
 0.33.0's `SlidingWindowManager.reachable_block_mask`, which blocks of a
 sliding-window group the store keeps.
 

@@ -3,7 +3,7 @@ import PrefixCache.Spec.Window
 /-!
 # The stride search, the prefix fallback and `findHit`
 
-Transcribed from `pyspec/search.py` (`stride_search`, `prefix_fallback`,
+Transcribed from `swa_prefix_cache/pyspec/search.py` (`stride_search`, `prefix_fallback`,
 `find_hit`). Every function is total and defined by structural recursion:
 
 * the inner scan `scanRun` recurses on the number of blocks left to read;

@@ -1,7 +1,7 @@
 /-!
 # Windows, the alignment gate, re-alignment
 
-The vocabulary shared by every other file. Same names as `pyspec/search.py`
+The vocabulary shared by every other file. Same names as `swa_prefix_cache/pyspec/search.py`
 (camelCase here, snake_case there).
 
 Model: the cache is a function `cached : Nat → Bool` (block `i` is cached when

@@ -3,7 +3,7 @@ import PrefixCache.Spec.Params
 /-!
 # vLLM's lookup parameters: small facts
 
-The same facts `extracted_c/proved/params.h` states as contracts (proved there by
+The same facts `swa_prefix_cache/core/proved/params.h` states as contracts (proved there by
 Frama-C/WP): the positive branch of `cdivInt` is the ceiling
 (`cdivNat_ceiling`, contract `ceiling`), EAGLE adds exactly one block
 (`contiguousBlocksForHit_eagle`, contract `exact`), the search's run length

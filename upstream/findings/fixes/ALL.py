@@ -19,17 +19,17 @@ Overlaps resolved here:
   drops).
 * ``OffloadingConnectorScheduler._reachable_store_block_mask``: O1's fix
   (the one-token widening) and the corrected offload store filter
-  (``offload_filter.py``, the fix of O2-O5) both replace it; the filter is
+  (``store_filter.py``, the fix of O2-O5) both replace it; the filter is
   used, with O1's widening for the configurations it does not model (it
   fixes O1 too), so O1's file is not combined. On a release where the filter
   is refused (vLLM 0.34.0), O1's fix for that release takes its place
   (``FALLBACK``).
 """
 
-COMBINE = ["L1", "L2", "L3", "L4", "L5", "W", "J1", "offload_filter"]
+COMBINE = ["L1", "L2", "L3", "L4", "L5", "W", "J1", "store_filter"]
 # On a release where the corrected offload filter is refused (REFUSED in
-# offload_filter.py), O1's fix for that release takes its place.
-FALLBACK = {"offload_filter": "O1"}
+# store_filter.py), O1's fix for that release takes its place.
+FALLBACK = {"store_filter": "O1"}
 
 TARGETS = {
     "vllm/v1/core/single_type_kv_cache_manager.py": ["SlidingWindowManager.reachable_block_mask"],

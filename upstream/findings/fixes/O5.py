@@ -1,4 +1,4 @@
-"""Fix of O5: the corrected KV-offload store filter (offload_filter.py), the
+"""Fix of O5: the corrected KV-offload store filter (store_filter.py), the
 same patch as for O2, O3, O4 and O5: one filter fixes them all."""
 
-USE = "offload_filter"
+USE = "store_filter"

@@ -53,7 +53,7 @@ from vllm.utils.math_utils import cdiv
 from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
 
-# @include pyspec/offload.py
+# @include swa_prefix_cache/pyspec/offload.py
 
 
 # ---- the scheduler's side -----------------------------------------------------------
@@ -61,7 +61,7 @@ from vllm.v1.kv_cache_interface import SlidingWindowSpec
 NOT_MODELLED = "not modelled"
 
 
-# @include vllm_adapter/offload_filter.py: offload_groups, corrected_block_mask
+# @include swa_prefix_cache/vllm_adapter/offload_filter.py: offload_groups, corrected_block_mask
 def offload_store_block_mask(
     scheduler: Any,
     group_config: Any,

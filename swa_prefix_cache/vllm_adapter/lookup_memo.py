@@ -1,0 +1,277 @@
+"""Answer a repeated prefix-cache lookup from memory while nothing it reads changed.
+
+vLLM's scheduler looks the head of its waiting queue up again at almost
+every step it cannot admit it (on the Mooncake replay: 87,622 lookups in
+88,673 steps of gemma-3-27b, nearly all of one blocked request). Each of
+those lookups reads the same keys of the same hash map and returns the same
+answer. This module remembers a hybrid coordinator's answer for such a
+request and returns a copy of it until a key the lookup could read is
+written (a unitary lookup is one native search, cheaper than remembering:
+swa_prefix_cache/vllm_adapter/patch.py wraps hybrid coordinators only).
+
+Why the answer is the same (the model: Lean/PrefixCache/Thm/Memo.lean;
+the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
+
+* A coordinator's ``find_longest_cache_hit(block_hashes, max_len)`` and
+  every manager lookup it calls read only their arguments, the
+  coordinator's configuration (fixed at construction) and the pools'
+  ``BlockHashToBlockMap`` at keys ``h + group id`` whose hash ``h`` is an
+  element of ``block_hashes`` (a coarser block's key is the hash at its
+  last hash block: ``BlockHashListWithBlockSize``).
+* Every write to such a map goes through ``BlockHashToBlockMap.insert``,
+  ``.pop`` or, from vLLM 0.34.0 on, ``.clear``. ``BlockPool.reset_prefix_cache``
+  replaces the map up to 0.33.0 and clears it in place from 0.34.0 on
+  (``BlockPool.move_block_hashes``, new in 0.34.0, writes through
+  ``_remove_cached_block_hashes`` and ``_insert_block_hash``, so through pop
+  and insert). While an answer is remembered, each map's ``insert``, ``pop``
+  and ``clear`` (where the class has one) are watched (as attributes of that
+  map object, removed when nothing is remembered): a write of a key whose hash
+  the remembered request holds forgets every remembered answer, a ``clear``
+  forgets them all, and so does a replaced map.
+* On 0.34.0 the map holds block ids and ``get_one_block`` answers
+  ``blocks[id]`` from the pool's fixed list of blocks, so the map's keys
+  and ids are all a lookup reads of it, as with the block lists before.
+* ``block_hashes`` (``Request.block_hashes``) is only ever extended, or has a
+  suffix replaced by newly computed hashes (``clear()`` or ``del [k:]``, as in
+  0.34.0's ``truncate_block_hashes``, and then ``update_block_hashes``). The
+  memory holds the list and its last element, so equal length and the very
+  same last element pin its contents.
+
+A request is remembered at its second identical lookup while its first is
+among the coordinator's last ``SEEN_WINDOW`` distinct lookups (the first
+only marks it): vLLM's scheduler looks its blocked head up again at its
+next step with at most a few other lookups between, while a batch of
+distinct requests looked up in turn (any batch longer than the window, in
+any order) is never remembered and costs only the marks. A request
+admitted at its first lookup costs nothing more.
+The result's block lists are copied on the way in and on the way out:
+vLLM's caller may change the lists it gets.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+logger = logging.getLogger("swa_prefix_cache")
+
+# BlockHashWithGroupId is the hash followed by the group id, 4 bytes
+# (vLLM's make_block_hash_with_group_id, in the binding).
+GROUP_ID_BYTES = 4
+# At most this many remembered answers per coordinator (the waiting queue's
+# blocked head, and the few requests vLLM skips over, in practice one).
+MAX_REMEMBERED = 8
+# The marks of the last this many distinct lookups: a lookup repeats one of
+# them to be remembered (the oldest mark leaves first).
+SEEN_WINDOW = 4
+# The map methods that write it (``clear`` from vLLM 0.34.0 on), shadowed
+# on the map object while an answer is remembered.
+WATCHED_WRITES = ("insert", "pop", "clear")
+
+
+@dataclass
+class MemoStats:
+    """What the memory did (``swa_prefix_cache.vllm_adapter.stats()`` shows them)."""
+
+    hits: int = 0  # lookups answered from memory
+    remembered: int = 0  # answers stored
+    forgotten: int = 0  # times a watched write, clear or new map forgot them
+
+
+class _Entry:
+    """One lookup's arguments, pinned: the list itself, its length and its
+    last element (all held, so no id is reused while the entry lives)."""
+
+    __slots__ = ("hashes", "length", "last", "max_length", "result")
+
+    def __init__(self, hashes: list, max_length: int) -> None:
+        self.hashes = hashes
+        self.length = len(hashes)
+        self.last = hashes[-1]
+        self.max_length = max_length
+        self.result: Any = None
+
+    def matches(self, hashes: list, max_length: int) -> bool:
+        return (
+            self.hashes is hashes
+            and self.length == len(hashes)
+            and self.max_length == max_length
+            and hashes[-1] is self.last
+        )
+
+
+def copy_result(result: tuple) -> tuple:
+    """The coordinator's answer with fresh per-group lists (the blocks are
+    the same objects)."""
+    blocks = result[0]
+    return (tuple([list(group) for group in blocks]),) + tuple(result[1:])
+
+
+MEMO_ATTR = "_swa_prefix_cache_memo"  # a coordinator's memory, on the coordinator
+
+
+class LookupMemo:
+    """The memory of one coordinator: remembered answers, the hashes they
+    depend on, and the watch on its pools' maps while any is remembered."""
+
+    def __init__(self, pools: list[Any], stats: MemoStats) -> None:
+        self.pools = pools  # the distinct BlockPools its managers read
+        self.stats = stats
+        self.seen: dict[int, _Entry] = {}
+        self.entries: dict[int, _Entry] = {}
+        self.watch: set[bytes] = set()
+        self.watched_maps: list[Any] = []  # the maps carrying our insert/pop
+
+    def lookup(self, find: Callable[..., tuple], owner: Any, hashes: list, max_length: int) -> tuple:
+        """``find(owner, hashes, max_length)``, or a copy of its remembered
+        answer."""
+        if not hashes:
+            return find(owner, hashes, max_length)
+        if self.watched_maps and not self._maps_unchanged():
+            self.forget()
+        key = id(hashes)
+        entry = self.entries.get(key)
+        if entry is not None and entry.matches(hashes, max_length):
+            self.stats.hits += 1
+            return copy_result(entry.result)
+        result = find(owner, hashes, max_length)
+        marked = self.seen.get(key)
+        if marked is not None and marked.matches(hashes, max_length):
+            self._remember(marked, result)
+        else:
+            if len(self.seen) >= SEEN_WINDOW:
+                del self.seen[next(iter(self.seen))]
+            self.seen[key] = _Entry(hashes, max_length)
+        return result
+
+    def _remember(self, entry: _Entry, result: tuple) -> None:
+        if not self.watched_maps and not self._maps_unwatched():
+            return  # another watcher holds these maps: remember nothing
+        if len(self.entries) >= MAX_REMEMBERED:
+            self.forget()
+        entry.result = copy_result(result)
+        self.entries[id(entry.hashes)] = entry
+        self.seen.pop(id(entry.hashes), None)
+        self.watch.update(entry.hashes)
+        self.stats.remembered += 1
+        if not self.watched_maps:
+            self._watch_maps()
+
+    def _maps_unchanged(self) -> bool:
+        return all(
+            pool.cached_block_hash_to_block is watched
+            for pool, watched in zip(self.pools, self.watched_maps)
+        )
+
+    def _maps_unwatched(self) -> bool:
+        """No one else's insert / pop / clear sits on these maps (two
+        memories on one map would undo each other's watch)."""
+        return all(
+            name not in vars(pool.cached_block_hash_to_block)
+            for pool in self.pools
+            for name in WATCHED_WRITES
+        )
+
+    def _watch_maps(self) -> None:
+        """Shadow each map's insert, pop and clear with watching ones
+        (instance attributes: vLLM's calls
+        ``self.cached_block_hash_to_block.insert`` find them first)."""
+        for pool in self.pools:
+            block_map = pool.cached_block_hash_to_block
+            cls = type(block_map)
+            block_map.insert = _watching(self, cls.insert.__get__(block_map))
+            block_map.pop = _watching(self, cls.pop.__get__(block_map))
+            clear = getattr(cls, "clear", None)
+            if clear is not None:  # vLLM 0.34.0's reset_prefix_cache
+                block_map.clear = _forgetting(self, clear.__get__(block_map))
+            self.watched_maps.append(block_map)
+
+    def forget(self) -> None:
+        """Drop every remembered answer and the watch."""
+        if self.entries:
+            self.stats.forgotten += 1
+        self.entries.clear()
+        self.watch.clear()
+        for block_map in self.watched_maps:
+            for name in WATCHED_WRITES:
+                vars(block_map).pop(name, None)
+        self.watched_maps.clear()
+
+
+def _watching(memo: LookupMemo, write: Callable[..., Any]) -> Callable[..., Any]:
+    """``write`` (a map's insert or pop, bound), forgetting the memory first
+    when the key's hash is one a remembered lookup reads."""
+    watch = memo.watch
+
+    def watched_write(key: bytes, *args: Any) -> Any:
+        if key[:-GROUP_ID_BYTES] in watch:
+            memo.forget()
+        return write(key, *args)
+
+    return watched_write
+
+
+def _forgetting(memo: LookupMemo, write: Callable[[], Any]) -> Callable[[], Any]:
+    """``write`` (a map's clear, bound), forgetting the memory first: it
+    drops every key."""
+
+    def watched_clear() -> Any:
+        memo.forget()
+        return write()
+
+    return watched_clear
+
+
+def pools_of(coordinator: Any) -> list[Any]:
+    """The distinct BlockPools a coordinator's lookups read."""
+    pools: list[Any] = []
+    candidates = [coordinator.block_pool] + [
+        manager.block_pool for manager in coordinator.single_type_managers
+    ]
+    for pool in candidates:
+        if all(pool is not known for known in pools):
+            pools.append(pool)
+    return pools
+
+
+# Every coordinator's memory, so that uninstall takes them all away
+# (``release_all``); weak, so a coordinator's memory still leaves with it.
+_live: weakref.WeakKeyDictionary[Any, LookupMemo] = weakref.WeakKeyDictionary()
+
+
+def release_all() -> int:
+    """Drop every coordinator's memory: its answers, its watch on the
+    pools' maps and the attribute on the coordinator (the patch's
+    uninstall). How many there were."""
+    memos = list(_live.items())
+    _live.clear()
+    for coordinator, memo in memos:
+        memo.forget()
+        if vars(coordinator).get(MEMO_ATTR) is memo:
+            del vars(coordinator)[MEMO_ATTR]
+    return len(memos)
+
+
+def make_memoized(original: Callable[..., tuple], stats: MemoStats) -> Callable[..., tuple]:
+    """A coordinator method answering like ``original`` (vLLM's
+    ``find_longest_cache_hit``, a plain function), from memory when it can."""
+
+    def find_longest_cache_hit(self: Any, block_hashes: list, max_cache_hit_length: int) -> tuple:
+        memo = self.__dict__.get(MEMO_ATTR)
+        if memo is None:
+            memo = LookupMemo(pools_of(self), stats)
+            setattr(self, MEMO_ATTR, memo)
+            try:
+                _live[self] = memo
+            except TypeError:  # a coordinator without weak references: not released by uninstall
+                pass
+        return memo.lookup(original, self, block_hashes, max_cache_hit_length)
+
+    find_longest_cache_hit.__doc__ = (
+        "vLLM's lookup, answered from memory while no key it reads was written "
+        "(swa-prefix-cache, swa_prefix_cache/vllm_adapter/lookup_memo.py)."
+    )
+    find_longest_cache_hit.__wrapped__ = original  # type: ignore[attr-defined]
+    return find_longest_cache_hit
