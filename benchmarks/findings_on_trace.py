@@ -22,7 +22,6 @@ at most one token, which no layout here has. The tier's store findings
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -66,7 +65,7 @@ def run(site: Path | None, args: argparse.Namespace, out: Path) -> dict[str, Any
     if proc.returncode not in (0, 1) or not out.is_file():
         sys.stderr.write(proc.stderr[-4000:])
         raise SystemExit(f"replay on {site or 'stock vLLM'} failed (exit {proc.returncode})")
-    receipt = json.loads(out.read_text())
+    receipt = receipts.load(out)
     receipt["vllm_site"] = None if site is None else str(site.relative_to(ROOT))
     return receipt
 

@@ -56,6 +56,11 @@ def _is_series(value: Any) -> bool:
                                            for v in value.values())
 
 
+def _is_reference(value: Any) -> bool:
+    """What ``split`` leaves in a summary in place of a series."""
+    return isinstance(value, dict) and set(value) == {"series", "at", "n"}
+
+
 def split(data: Any, sidecar_name: str) -> tuple[Any, dict[str, Any]]:
     """The receipt without its raw series (each replaced by a reference),
     and the series by JSON pointer."""
@@ -66,6 +71,9 @@ def split(data: Any, sidecar_name: str) -> tuple[Any, dict[str, Any]]:
             out = {}
             for key, value in node.items():
                 at = f"{pointer}/{_escape(str(key))}"
+                if key in SERIES_KEYS and _is_reference(value):
+                    raise ValueError(f"receipt {at}: a reference to {value['series']}, not the "
+                                     "series: read receipts with receipts.load")
                 if key in SERIES_KEYS and _is_series(value):
                     series[at] = value
                     out[key] = {"series": sidecar_name, "at": at, "n": len(value)}

@@ -19,7 +19,6 @@ fails the suite.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,7 @@ def run_one(layout: str, pool: str, requests: int | None, trace: Path, out: Path
     if proc.returncode not in (0, 1) or not out.is_file():
         sys.stderr.write(proc.stderr[-4000:])
         raise SystemExit(f"replay {layout} {pool} failed (exit {proc.returncode})")
-    receipt = json.loads(out.read_text())
+    receipt = receipts.load(out)
     receipt["replay_line"] = lines[-1]
     return receipt
 

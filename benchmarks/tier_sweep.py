@@ -22,7 +22,6 @@ A run whose plugin-off and plugin-on schedules differ fails the sweep.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,7 @@ def run_one(layout: str, gib: float, store: str | None, requests: int | None, tu
     if proc.returncode not in (0, 1) or not out.is_file():
         sys.stderr.write(proc.stderr[-4000:])
         raise SystemExit(f"replay {layout} {gib:g} GiB {store} failed (exit {proc.returncode}): {' '.join(cmd[1:])}")
-    receipt = json.loads(out.read_text())
+    receipt = receipts.load(out)
     receipt["replay_line"] = lines[-1]
     receipt["command"] = " ".join(cmd[1:])
     return receipt

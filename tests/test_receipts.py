@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from benchmarks import receipts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,16 @@ def test_write_then_load_gives_the_receipt_back(tmp_path: Path) -> None:
     assert summary["cells"][0]["samples_ns"]["at"] == "/cells/0/samples_ns"
     assert summary["odd/key~name"]["replies"]["at"] == "/odd~1key~0name/replies"
     assert summary["summary"] == RECEIPT["summary"]
+
+
+def test_a_summary_is_not_written_as_a_receipt(tmp_path: Path) -> None:
+    """Writing what ``json.loads`` read of a receipt would keep references
+    to another file's sidecar: refused, naming where."""
+    first = receipts.write(tmp_path / "run.json", RECEIPT)
+    summary = json.loads(first.read_text())
+    with pytest.raises(ValueError, match="/runs/0/on/cdf_ms: a reference to run.series.json.gz"):
+        receipts.write(tmp_path / "suite.json", {"runs": summary["runs"]})
+    receipts.write(tmp_path / "suite.json", {"runs": receipts.load(first)["runs"]})
 
 
 def test_a_receipt_without_series_has_no_sidecar(tmp_path: Path) -> None:
@@ -78,3 +90,29 @@ def test_committed_receipts_are_compact() -> None:
 def test_tracked_json_within_its_budget() -> None:
     lines = sum(len(p.read_text().splitlines()) for p in _tracked_json())
     assert lines <= TRACKED_JSON_LINES_MAX, f"{lines} lines of tracked JSON"
+
+
+# Files read as plain JSON on purpose: the layouts, the e2e models' stamp and
+# the plugin's own stats files, none written by ``receipts.write``.
+PLAIN_JSON_READERS = {
+    "benchmarks/replay_layouts.py", "e2e/make_models.py", "e2e/replicas.py", "e2e/run_e2e.py",
+}
+
+
+def test_receipts_are_read_with_their_series() -> None:
+    """A receipt (or a run's ``--json`` file) read with ``json.loads`` would
+    hand its series' references to the reader, not the series: every other
+    read of a JSON file in benchmarks/ and e2e/ goes through ``receipts.load``."""
+    import ast
+
+    found = []
+    for folder in ("benchmarks", "e2e"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in PLAIN_JSON_READERS or name == "benchmarks/receipts.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.Call) and ast.unparse(node.func) in ("json.loads", "json.load")
+                        and node.args and "read_text" in ast.unparse(node.args[0])):
+                    found.append(f"{name}:{node.lineno}")
+    assert not found, found
