@@ -115,6 +115,7 @@ $(HOTPATH_STAMP): $(STAMP) $(HOTPATH_SRC)
 lib: $(LIB)
 
 $(LIB): $(C_SRC)
+	mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LIB) -o $@ $(C_UNITS)
 
 # The extension's ASan + UBSan build: the proved search (probe instance) and
