@@ -41,6 +41,8 @@ _BYTE_FORMATS = frozenset({"B", "b", "c", "?"})
 
 LIB_ENV = settings.LIB.name
 DEFAULT_LIB = Path(__file__).resolve().parent.parent / "build" / "libprefix_cache.so"  # make lib
+# The proved C whose headers the declarations below mirror (the tests read them).
+PROVED_DIR = Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved"
 
 _ffi = FFI()
 _ffi.cdef(CDEF)

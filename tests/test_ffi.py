@@ -10,7 +10,6 @@ too. ``PREFIX_CACHE_FFI_CASES`` sets the number of examples (default 1200).
 import os
 import random
 import re
-from pathlib import Path
 
 from conftest import CASE_COUNTS, require_native
 from hypothesis import HealthCheck, given, settings
@@ -71,7 +70,7 @@ def test_c_matches_spec(n: int, kind: str, need: int, period: int, eagle: bool, 
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are the header's prototypes, token for token."""
-    header = (Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved").joinpath("prefix_cache.h").read_text()
+    header = (native.PROVED_DIR / "prefix_cache.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

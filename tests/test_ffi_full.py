@@ -21,7 +21,6 @@ import itertools
 import os
 import random
 import re
-from pathlib import Path
 
 import pytest
 from conftest import CASE_COUNTS, require_native
@@ -173,7 +172,7 @@ def test_probe_exception_propagates() -> None:
 
 def test_cdef_matches_header() -> None:
     """The loader's declarations are the header's prototypes, token for token."""
-    header = (Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved").joinpath("full_attention.h").read_text()
+    header = (native.PROVED_DIR / "full_attention.h").read_text()
     header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
     header = re.sub(r"//[^\n]*", " ", header)
 

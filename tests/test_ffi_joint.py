@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from pathlib import Path
 
 import pytest
 from conftest import CASE_COUNTS, require_native
@@ -52,7 +51,7 @@ SETTINGS = settings(
 
 def test_cdef_matches_headers() -> None:
     """The loader's declarations are the headers' prototypes, token for token."""
-    here = Path(__file__).resolve().parent.parent / "swa_prefix_cache" / "core" / "proved"
+    here = native.PROVED_DIR
     text = ""
     for name in ("joint.h", "reachable.h"):
         header = (here / name).read_text()
