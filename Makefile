@@ -187,7 +187,7 @@ ffi-test-asan: setup lib-asan
 	$(TEST_ENV) SWA_PREFIX_CACHE_HOTPATH=$(HOTPATH_ASAN) PREFIX_CACHE_GLUE_QUICK=1 $(ASAN_RUN) \
 		PREFIX_CACHE_OFFLOAD_ADAPTER_CASES=4000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_hotpath_glue.py tests/test_hot_path.py \
-		tests/test_full_hotpath.py tests/test_offload_lookup_adapter.py
+		tests/test_full_hotpath.py tests/test_connector_lookup.py
 	$(TEST_ENV) SWA_PREFIX_CACHE_KVNATIVE=$(KVNATIVE_ASAN) $(ASAN_RUN) PREFIX_CACHE_KV_NATIVE_CASES=1000 \
 		$(PY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_kv_native.py
 

@@ -103,17 +103,17 @@ def run_cell(impls: dict[str, Callable[..., Any]], n: int, window: int, hit_rate
              rng: random.Random, rounds: int, target_ns: float) -> dict[str, Any]:
     from benchmarks import cffi_core as native
     from swa_prefix_cache.pyspec.offload_lookup import legacy_probes
-    from swa_prefix_cache.vllm_adapter import offload_lookup
+    from swa_prefix_cache.vllm_adapter import connector_lookup
 
     manager, keys, ctx, mask = build_manager(n, hit_rate, rng)
     stand_in = SimpleNamespace(manager=manager)
     calls = {name: (lambda f=f: f(stand_in, keys, window, ctx, None)) for name, f in impls.items()}
     answers = {}
     for name, call in calls.items():
-        before = offload_lookup.status()["answered"]
+        before = connector_lookup.status()["answered"]
         answers[name] = call()
         if name != "vllm":
-            assert offload_lookup.status()["answered"] == before + 1, f"{name} was delegated"
+            assert connector_lookup.status()["answered"] == before + 1, f"{name} was delegated"
     want = answers["vllm"]
     for name, got in answers.items():
         assert (got is None) == (want is None) and got == want, (name, got, want, n, window)

@@ -3,7 +3,7 @@ scan, on vLLM's real ``CPUOffloadingManager`` and its real
 ``OffloadingConnectorScheduler``.
 
 With the plugin installed, ``OffloadingConnectorScheduler.
-_sliding_window_lookup`` is ours (swa_prefix_cache/vllm_adapter/offload_lookup.py): the
+_sliding_window_lookup`` is ours (swa_prefix_cache/vllm_adapter/connector_lookup.py): the
 proved stride search (the extension's ``offload_lookup`` with the native
 core, pyspec's with the python core) probing the manager's own ``lookup``.
 Every answer must be vLLM's own scan's (``None`` included), the path
@@ -42,7 +42,7 @@ from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
 
 from swa_prefix_cache import vllm_adapter  # noqa: E402
 from swa_prefix_cache.pyspec.offload_lookup import HIT, HIT_PENDING, MISS  # noqa: E402
-from swa_prefix_cache.vllm_adapter import Mode, offload_lookup  # noqa: E402
+from swa_prefix_cache.vllm_adapter import Mode, connector_lookup  # noqa: E402
 
 CASES = int(os.environ.get("PREFIX_CACHE_OFFLOAD_ADAPTER_CASES", "100000"))
 
@@ -99,7 +99,7 @@ def test_random_lookups_same_as_vllm(env, core: str, policy: str) -> None:
     rng = random.Random(zlib.crc32(f"{core}/{policy}".encode()))
     cases = CASES // 2 if core == "native" else CASES // 20
     done = nones = found = 0
-    before = offload_lookup.status()
+    before = connector_lookup.status()
     while done < cases:
         n = rng.choice((rng.randint(0, 30), rng.randint(30, 400), rng.randint(400, 3000)))
         mask = _random_mask(rng, n)
@@ -116,7 +116,7 @@ def test_random_lookups_same_as_vllm(env, core: str, policy: str) -> None:
             nones += answer is None
             found += bool(answer)
             done += 1
-    after = offload_lookup.status()
+    after = connector_lookup.status()
     assert after["answered"] - before["answered"] == done, (before, after)
     assert after["delegated"] == before["delegated"]
     assert nones > done // 50 and found > done // 4, (nones, found, done)
@@ -165,7 +165,7 @@ def test_real_scheduler_with_and_without_the_corrected_filter(env, offload_env, 
         monkeypatch.setenv("SWA_PREFIX_CACHE_OFFLOAD_FILTER", setting)
         _install("native")
         assert vllm_adapter.status()["offload_filter"]["installed"] == (setting == "corrected")
-        before = offload_lookup.status()["answered"]
+        before = connector_lookup.status()["answered"]
         for salt in range(40):
             n = rng.randint(0, 400)
             manager, keys, ctx = planted_manager(env, _random_mask(rng, n), 8000 + salt)
@@ -177,7 +177,7 @@ def test_real_scheduler_with_and_without_the_corrected_filter(env, offload_env, 
                 theirs = env.original(sched, keys, window, ctx, initial_window_size=initial)
                 assert (ours is None) == (theirs is None) and ours == theirs
                 count += 1
-        assert offload_lookup.status()["answered"] - before == 200
+        assert connector_lookup.status()["answered"] - before == 200
     CASE_COUNTS["offload lookup adapter: real scheduler"] += count
 
 
@@ -195,7 +195,7 @@ def test_managers_outside_the_model_get_vllms_scan(env) -> None:
     retry = SimpleNamespace(lookup=lambda key, c: env.LookupResult.RETRY)
     patched = planted_manager(env, mask, 9001)[0]
     patched.lookup = patched.lookup  # an instance attribute shadows the class's
-    before = offload_lookup.status()
+    before = connector_lookup.status()
     errors = vllm_adapter.stats().errors
     for other in (sub, retry, patched):
         _compare(env, other, keys, ctx, 3, None)
@@ -211,7 +211,7 @@ def test_managers_outside_the_model_get_vllms_scan(env) -> None:
             ours = env.OffloadingConnectorScheduler._sliding_window_lookup(
                 stand_in, keys, window, ctx, initial_window_size=initial)
             assert ours == theirs
-    after = offload_lookup.status()
+    after = connector_lookup.status()
     assert after["delegated"] - before["delegated"] == 6
     assert after["answered"] == before["answered"]
     assert vllm_adapter.stats().errors == errors
@@ -263,7 +263,7 @@ def test_uninstall_restores_vllms_method(env) -> None:
     assert env.OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"] is not env.original
     vllm_adapter.uninstall()
     assert env.OffloadingConnectorScheduler.__dict__["_sliding_window_lookup"] is env.original
-    assert not offload_lookup.status()["installed"]
+    assert not connector_lookup.status()["installed"]
 
 
 # ---- the full-attention groups' lookup (patch offload_prefix) ----------------
@@ -321,7 +321,7 @@ def test_prefix_lookups_same_as_vllm(prefix_env, policy: str) -> None:
     rng = random.Random(zlib.crc32(f"prefix/{policy}".encode()))
     cases = max(CASES // 20, 500)
     done = nones = found = 0
-    before = offload_lookup.status()["prefix"]
+    before = connector_lookup.status()["prefix"]
     while done < cases:
         n = rng.choice((rng.randint(0, 30), rng.randint(30, 400), rng.randint(400, 3000)))
         mask = _random_mask(rng, n)
@@ -338,7 +338,7 @@ def test_prefix_lookups_same_as_vllm(prefix_env, policy: str) -> None:
             nones += answer is None
             found += bool(answer)
             done += 1
-    after = offload_lookup.status()["prefix"]
+    after = connector_lookup.status()["prefix"]
     assert after["answered"] - before["answered"] == done, (before, after)
     assert after["delegated"] == before["delegated"]
     assert nones > done // 50 and found > done // 4, (nones, found, done)
@@ -365,7 +365,7 @@ def test_prefix_lookup_outside_the_model_is_vllms(prefix_env) -> None:
     odd = planted_manager(env, [HIT] * 4, 9901)[0]
     only_key = next(iter(odd._policy.chunks))
     odd._policy.chunks[only_key] = SimpleNamespace(ref_cnt=0, is_ready=True)
-    before = offload_lookup.status()["prefix"]
+    before = connector_lookup.status()["prefix"]
     cases = (
         (SimpleNamespace(manager=manager, _events_tracker=_tracker(env, True)), keys[9:]),
         (SimpleNamespace(manager=manager, _events_tracker=counting), keys),
@@ -376,7 +376,7 @@ def test_prefix_lookup_outside_the_model_is_vllms(prefix_env) -> None:
     for scheduler, these in cases:
         _compare_prefix(env, scheduler, these, ctx)
     assert recorded == list(range(9)) * 2  # vLLM's method, run twice by _compare_prefix
-    after = offload_lookup.status()["prefix"]
+    after = connector_lookup.status()["prefix"]
     assert after["delegated"] - before["delegated"] == len(cases)
     assert after["answered"] == before["answered"]
 
@@ -388,7 +388,7 @@ def test_prefix_lookup_on_a_real_scheduler(prefix_env, offload_env) -> None:  # 
     env = prefix_env
     _install("native")
     rng = random.Random(5)
-    before = offload_lookup.status()["prefix"]["answered"]
+    before = connector_lookup.status()["prefix"]["answered"]
     for salt in range(30):
         mask = _random_mask(rng, rng.randint(0, 300))
         manager, keys, ctx = planted_manager(env, mask, 9950 + salt)
@@ -396,7 +396,7 @@ def test_prefix_lookup_on_a_real_scheduler(prefix_env, offload_env) -> None:  # 
         ours = sched._maximal_prefix_lookup(keys, ctx, None, None, 0)
         theirs = env.original_prefix(sched, keys, ctx, None, None, 0)
         assert (ours is None) == (theirs is None) and ours == theirs
-    assert offload_lookup.status()["prefix"]["answered"] - before == 30
+    assert connector_lookup.status()["prefix"]["answered"] - before == 30
 
 
 @needs_prefix
@@ -413,7 +413,7 @@ def test_prefix_shadow_and_uninstall(prefix_env) -> None:
     assert vllm_adapter.stats().shadow_mismatches == mismatches
     vllm_adapter.uninstall()
     assert env.OffloadingConnectorScheduler.__dict__["_maximal_prefix_lookup"] is env.original_prefix
-    assert not offload_lookup.status()["prefix"]["installed"]
+    assert not connector_lookup.status()["prefix"]["installed"]
 
 
 @needs_prefix
@@ -446,7 +446,7 @@ def test_prefix_lookups_resume_and_stay_vllms(prefix_env, policy: str, capacity:
     ctx = env.ReqContext(req_id="resume")
     pending: list[list[object]] = []
     loading: list[list[object]] = []
-    before = offload_lookup.status()["prefix"]
+    before = connector_lookup.status()["prefix"]
     lookups = full_seen = 0
     for step in range(1500):
         op = rng.random()
@@ -483,7 +483,7 @@ def test_prefix_lookups_resume_and_stay_vllms(prefix_env, policy: str, capacity:
             assert (ours is None) == (theirs is None) and ours == theirs, (step, ours, theirs)
             lookups += 1
         full_seen += manager._num_allocated_chunks == manager._num_chunks
-    after = offload_lookup.status()["prefix"]
+    after = connector_lookup.status()["prefix"]
     assert after["answered"] - before["answered"] == lookups
     resumed = after["resumed"] - before["resumed"]
     assert (full_seen > 500) == (capacity == "tight"), full_seen

@@ -189,7 +189,7 @@ def _offload_lookups(manager: Any, keys: list[Any], ctx: Any) -> tuple[Any, Any]
     ``keys`` on ``manager``, through whatever the class holds now."""
     from types import SimpleNamespace
 
-    from test_offload_lookup_adapter import _tracker
+    from test_connector_lookup import _tracker
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (
         OffloadingConnectorScheduler,
     )
@@ -215,12 +215,12 @@ def test_a_wrapped_offload_lookup_is_honoured(when: str) -> None:
     from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
 
     from swa_prefix_cache.pyspec.offload_lookup import HIT
-    from swa_prefix_cache.vllm_adapter import offload_lookup
+    from swa_prefix_cache.vllm_adapter import connector_lookup
 
     env = SimpleNamespace(CPUOffloadingManager=CPUOffloadingManager, ReqContext=ReqContext,
                           make_offload_key=make_offload_key, LookupResult=LookupResult)
     manager, keys, ctx = planted_manager(env, [HIT] * 8, 4400)
-    names = (offload_lookup.NAME, offload_lookup.PREFIX_NAME)
+    names = (connector_lookup.NAME, connector_lookup.PREFIX_NAME)
     if when == "after":
         vllm_adapter.install(Mode.ON)
         plain = _offload_lookups(manager, keys, ctx)

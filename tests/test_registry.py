@@ -1,8 +1,7 @@
 """The patch registry (swa_prefix_cache/vllm_adapter/registry.py): one record per patch, and
 the one installer that sets and restores vLLM's attributes.
 
-* the table: every fingerprinted binding has exactly one record, in the
-  same order; every record's setting is in swa_prefix_cache/settings.py; every
+* the table: every fingerprinted binding has exactly one record; every record's setting is in swa_prefix_cache/settings.py; every
   attribute it sets exists on the installed vLLM (or, for a method the
   plugin adds, does not);
 * install / uninstall on the real vLLM classes: with every part asked for,
@@ -13,6 +12,11 @@ the one installer that sets and restores vLLM's attributes.
 * only the registry writes to vLLM's classes: no other module of the
   adapter assigns or deletes an attribute a record names, or sets one on
   a class;
+* installation is one loop over the records (``install_all``): each record
+  in order gets its plan from the module that builds it, a record without
+  a plan is refused by name, a plan that raises keeps vLLM's code for its
+  record only; the lookups' module (patch.py) installs nothing of the
+  opt-in parts;
 * ``bind`` refuses a wrong number of values, naming the patch.
 """
 
@@ -46,8 +50,9 @@ def _env(monkeypatch, values: dict[str, str]) -> None:
 
 
 def test_one_record_per_binding() -> None:
-    assert [p.name for p in registry.PATCHES] == [b.name for b in fingerprint.BINDINGS]
-    assert [p.binding for p in registry.PATCHES] == list(fingerprint.BINDINGS)
+    by_name = {b.name: b for b in fingerprint.BINDINGS}
+    assert sorted(p.name for p in registry.PATCHES) == sorted(by_name)
+    assert all(p.binding is by_name[p.name] for p in registry.PATCHES)
     assert len(registry.BY_NAME) == len(registry.PATCHES)
 
 
@@ -159,3 +164,61 @@ def test_a_target_that_cannot_be_imported_leaves_every_attribute_vllms(monkeypat
     assert patch.binds[0].current() is theirs
     assert not registry.is_installed("dp_routing")
     assert "vllm.no_such_module" in registry.state("dp_routing").reason
+
+
+def test_installation_loops_over_the_records_in_order(monkeypatch) -> None:
+    asked: list[str] = []
+
+    def planner(name: str):
+        def plan() -> None:
+            asked.append(name)
+            return None  # not tried: the record's state stays as it is
+
+        return plan
+
+    decided = [p.name for p in registry.PATCHES if not p.part_of]
+    registry.install_all({name: planner(name) for name in decided})
+    assert asked == decided
+    assert not any(registry.is_installed(p.name) for p in registry.PATCHES)
+    with pytest.raises(ValueError, match="no plan for lookup_memo"):
+        registry.install_all({name: planner(name) for name in decided if name != "lookup_memo"})
+
+
+def test_a_plan_that_raises_keeps_vllms_code_for_its_record_only(monkeypatch, caplog) -> None:
+    from swa_prefix_cache.vllm_adapter import offload_filter
+
+    _env(monkeypatch, ALL_ON)
+
+    def broken() -> registry.Plan:
+        raise ImportError("no module named the_filters_dependency")
+
+    monkeypatch.setattr(offload_filter, "plan", broken)
+    target = registry.BY_NAME["offload_filter"].binds[0]
+    theirs = target.current()
+    with caplog.at_level(logging.WARNING, logger="swa_prefix_cache"):
+        assert vllm_adapter.install()
+    assert target.current() is theirs
+    rows = {row["patch"]: row for row in vllm_adapter.status()["patches"]}
+    assert rows["offload_filter"]["reason"].startswith("cannot plan the KV-offload store filter")
+    assert rows["dp_routing"]["installed"] and rows["lookup_memo"]["installed"]
+    said = [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith("swa-prefix-cache: cannot plan")]
+    assert len(said) == 1 and "the_filters_dependency" in said[0], said
+
+
+def test_apply_refuses_what_is_not_a_plan() -> None:
+    with pytest.raises(TypeError, match="apply\\('full_attention'\\): plan is str"):
+        registry.apply("full_attention", "install it")
+
+
+def test_the_lookups_module_installs_no_other_part() -> None:
+    """patch.py builds the lookups; the opt-in parts are the installer's."""
+    tree = ast.parse((ADAPTER / "patch.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert not imported & {"offload_filter", "dp_routing"}, imported
+    callers = sorted(
+        path.name for path in ADAPTER.glob("*.py")
+        if "registry.install_all(" in path.read_text()
+    )
+    assert callers == ["installer.py"], callers

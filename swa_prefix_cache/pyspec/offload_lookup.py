@@ -19,7 +19,7 @@ Three functions, with twins in ``Lean/PrefixCache/Spec/Offload.lean``
 One more, with no twin (it is tested against vLLM, not proved):
 ``offload_prefix_lookup``, the answer of the full-attention groups' lookup
 (``_maximal_prefix_lookup``), which the adapter reads inline
-(swa_prefix_cache/vllm_adapter/offload_lookup.py).
+(swa_prefix_cache/vllm_adapter/connector_lookup.py).
 
 Preconditions (``check_offload_args``): ``n >= 0``, ``window >= 0``,
 ``initial_window`` is ``None`` or an ``int >= 0`` (``None`` and ``0`` act the

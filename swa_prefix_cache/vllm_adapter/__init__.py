@@ -6,7 +6,8 @@ import vLLM; ``install()`` does.
 """
 
 from swa_prefix_cache.vllm_adapter.config import CORE_ENV, MODE_ENV, Core, Mode, read_core, read_mode
-from swa_prefix_cache.vllm_adapter.patch import install, is_installed, stats, status, uninstall
+from swa_prefix_cache.vllm_adapter.installer import install, status, uninstall
+from swa_prefix_cache.vllm_adapter.patch import is_installed, stats
 
 __all__ = [
     "CORE_ENV",

@@ -54,49 +54,45 @@ class _Unsupported(Exception):
     """The manager answered something outside the three-valued model."""
 
 
-def install(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
-            on_shadow: Callable[[Any, Any, dict[str, Any]], None]) -> bool:
-    """Patch the offload scheduler's sliding-window lookup if its sources and
-    the pure managers' are known (registry.install); otherwise leave vLLM's
-    own (said once). ``hotpath``: the extension module, or None for the
-    python core. ``on_shadow(ours, theirs, detail)`` records a shadow
-    comparison."""
-    with registry.lock:
-        if registry.is_installed(NAME):
-            return True
-        if mode is Mode.OFF:
-            return registry.refuse(NAME, "mode off")
+def plans(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
+          on_shadow: Callable[[Any, Any, dict[str, Any]], None]) -> dict[str, registry.Plan]:
+    """The registry's plans for the offload scheduler's two lookups: each
+    replaced if its sources and the pure managers' are known, otherwise
+    vLLM's own stays (said once). ``hotpath``: the extension module, or None
+    for the python core. ``on_shadow(ours, theirs, detail)`` records a
+    shadow comparison."""
+    if mode is Mode.OFF:
+        return {NAME: registry.Refusal("mode off"), PREFIX_NAME: registry.Refusal("mode off")}
 
-        def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
-            ours = _make_lookup(originals[0], hotpath, on_error)
-            if mode is Mode.SHADOW:
-                ours = _shadow(ours, originals[0], on_shadow)
-            return (ours,)
+    def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        ours = _make_lookup(originals[0], hotpath, on_error)
+        if mode is Mode.SHADOW:
+            ours = _shadow(ours, originals[0], on_shadow)
+        return (ours,)
 
-        def build_prefix(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
-            answer = _make_prefix_answer()
-            if mode is Mode.SHADOW:
-                return (_prefix_shadow(answer, originals[0], on_shadow),)
-            return (_prefix_lookup(answer, originals[0], on_error),)
+    def build_prefix(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        answer = _make_prefix_answer()
+        if mode is Mode.SHADOW:
+            return (_prefix_shadow(answer, originals[0], on_shadow),)
+        return (_prefix_lookup(answer, originals[0], on_error),)
 
-        done = registry.install(NAME, build, _KEPT, logging.INFO)
-        prefix_done = registry.install(PREFIX_NAME, build_prefix, _KEPT, logging.INFO)
-        offload_keys.install(mode)
-        if done or prefix_done:
-            logger.info(
-                "swa-prefix-cache: KV-offload lookups replaced (mode %s, %s core): "
-                "sliding-window %s, full-attention %s, for CPUOffloadingManager with LRU/ARC; "
-                "other managers keep vLLM's scans",
-                mode.value, "native" if hotpath is not None else "python",
-                "yes" if done else "no", "yes" if prefix_done else "no",
-            )
-        return done
+    return {
+        NAME: registry.Build(build, _KEPT, logging.INFO),
+        PREFIX_NAME: registry.Build(build_prefix, _KEPT, logging.INFO),
+    }
 
 
-def uninstall() -> None:
-    offload_keys.uninstall()
-    registry.uninstall(PREFIX_NAME)
-    registry.uninstall(NAME)
+def say_installed(mode: Mode, hotpath: Any) -> None:
+    """The once-per-process line, when either lookup is replaced."""
+    done, prefix_done = registry.is_installed(NAME), registry.is_installed(PREFIX_NAME)
+    if done or prefix_done:
+        logger.info(
+            "swa-prefix-cache: KV-offload lookups replaced (mode %s, %s core): "
+            "sliding-window %s, full-attention %s, for CPUOffloadingManager with LRU/ARC; "
+            "other managers keep vLLM's scans",
+            mode.value, "native" if hotpath is not None else "python",
+            "yes" if done else "no", "yes" if prefix_done else "no",
+        )
 
 
 def status() -> dict[str, Any]:

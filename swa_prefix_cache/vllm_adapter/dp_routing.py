@@ -94,34 +94,28 @@ class _Routers:
 _routers = _Routers()
 
 
-def install() -> bool:
-    """Wrap vLLM's engine choice and add the layout utility to the engine
-    core when the setting asks for it and the build is known
-    (registry.install). Idempotent; never raises."""
-    with registry.lock:
-        if registry.is_installed(NAME):
-            return True
-        try:
-            setting = read_dp_routing()
-        except ValueError as exc:
-            return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
-        _routers.setting = setting
-        try:
-            read_tokens_per_load(0.0)
-        except ValueError as exc:
-            if setting is not DpRouting.OFF:
-                return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
-            # Unused while the routing is off: said, not refused.
-            logger.warning("swa-prefix-cache: %s (unused while %s is off)", exc, DP_ROUTING_ENV)
-        if setting is DpRouting.OFF:
-            return registry.refuse(NAME, "setting off")
-        done = registry.install(
-            NAME, lambda found, originals: (_make_route(originals[0]), _layout_utility), _KEPT,
-        )
-        if done:
-            logger.info("swa-prefix-cache: data-parallel routing by exact hit active on vLLM %s",
-                        fingerprint.installed_version())
-        return done
+def plan() -> registry.Plan:
+    """The registry's plan for the routing (its settings, read now): wrap
+    vLLM's engine choice and add the layout utility to the engine core
+    when the setting asks for it and the build is known."""
+    try:
+        setting = read_dp_routing()
+    except ValueError as exc:
+        return registry.Refusal(str(exc), _KEPT, logging.ERROR)
+    _routers.setting = setting
+    try:
+        read_tokens_per_load(0.0)
+    except ValueError as exc:
+        if setting is not DpRouting.OFF:
+            return registry.Refusal(str(exc), _KEPT, logging.ERROR)
+        # Unused while the routing is off: said, not refused.
+        logger.warning("swa-prefix-cache: %s (unused while %s is off)", exc, DP_ROUTING_ENV)
+    if setting is DpRouting.OFF:
+        return registry.Refusal("setting off")
+    return registry.Build(
+        lambda found, originals: (_make_route(originals[0]), _layout_utility), _KEPT,
+        said="data-parallel routing by exact hit active on vLLM {VLLM}",
+    )
 
 
 def uninstall() -> None:

@@ -141,7 +141,7 @@ OFFLOAD_LOOKUP = Binding(
 
 # The full-attention groups' offload lookup, read inline for the same pure
 # managers while the events tracker's record_lookup returns at once
-# (swa_prefix_cache/vllm_adapter/offload_lookup.py).
+# (swa_prefix_cache/vllm_adapter/connector_lookup.py).
 OFFLOAD_PREFIX = Binding(
     "offload_prefix",
     "OffloadingConnectorScheduler._maximal_prefix_lookup, modelled by "
@@ -156,7 +156,7 @@ OFFLOAD_PREFIX = Binding(
         _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus"),
         _src("vllm.v1.kv_offload.base", "LookupResult"),
         # What a ready chunk's life depends on, whole: the remembered ready
-        # runs (offload_lookup._make_prefix_answer) hold while the manager
+        # runs (connector_lookup._make_prefix_answer) hold while the manager
         # is not full and not reset.
         _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager"),
         _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy"),

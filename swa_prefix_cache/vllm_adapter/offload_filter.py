@@ -74,22 +74,23 @@ _counters = _Counters()
 
 def install() -> bool:
     """Replace vLLM's offload store filter when the setting asks for it and
-    the build is known (registry.install). Idempotent; never raises."""
-    with registry.lock:
-        if registry.is_installed(NAME):
-            return True
-        try:
-            setting = read_offload_filter()
-        except ValueError as exc:
-            return registry.refuse(NAME, str(exc), _KEPT, logging.ERROR)
-        _counters.setting = setting
-        if setting is OffloadFilter.OFF:
-            return registry.refuse(NAME, "setting off")
-        done = registry.install(NAME, _build, _KEPT)
-        if done:
-            logger.info("swa-prefix-cache: corrected KV-offload store filter active on vLLM %s",
-                        fingerprint.installed_version())
-        return done
+    the build is known. Idempotent; never raises."""
+    return registry.apply(NAME, plan())
+
+
+def plan() -> registry.Plan:
+    """The registry's plan for the store filter (its setting, read now)."""
+    try:
+        setting = read_offload_filter()
+    except ValueError as exc:
+        return registry.Refusal(str(exc), _KEPT, logging.ERROR)
+    _counters.setting = setting
+    if setting is OffloadFilter.OFF:
+        return registry.Refusal("setting off")
+    return registry.Build(
+        _build, _KEPT,
+        said="corrected KV-offload store filter active on vLLM {VLLM}",
+    )
 
 
 def _build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, Any]:

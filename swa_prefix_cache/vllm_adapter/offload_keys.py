@@ -40,18 +40,15 @@ _SCHEDULER = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
 _counters = registry.Counters()  # answered: every group done here
 
 
-def install(mode: Mode) -> bool:
-    """Patch the key loop if its sources are known (registry.install);
-    otherwise leave vLLM's own (said once). Shadow mode keeps vLLM's loop:
-    the method mutates the request, so it cannot be run twice."""
-    with registry.lock:
-        if registry.is_installed(NAME):
-            return True
-        if mode is not Mode.ON:
-            return registry.refuse(NAME, f"mode {mode.value}")
-        return registry.install(
-            NAME, lambda found, originals: (_make_update(originals[0]),), _KEPT, logging.INFO
-        )
+def plan(mode: Mode) -> registry.Plan:
+    """The registry's plan for the key loop in ``mode``. Shadow mode keeps
+    vLLM's loop: the method mutates the request, so it cannot be run
+    twice."""
+    if mode is not Mode.ON:
+        return registry.Refusal(f"mode {mode.value}")
+    return registry.Build(
+        lambda found, originals: (_make_update(originals[0]),), _KEPT, logging.INFO
+    )
 
 
 def uninstall() -> None:

@@ -1,23 +1,25 @@
-"""Install / uninstall the plugin: the lookups (sliding window, its pool
-read, full attention, the KV-offload lookup, the lookup memory) and the
-opt-in parts (offload_filter.py, dp_routing.py); ``status()``.
+"""The lookups' patches (sliding window, its pool read, full attention,
+the KV-offload lookups and request keys, the lookup memory): their plans,
+what answers each lookup (``paths``), what is slower than it could be
+(``degraded``), and their counters (``stats``).
 
-Each patch is a record of swa_prefix_cache/vllm_adapter/registry.py, whose installer binds
-and restores vLLM's attributes; this module chooses the core and the mode
-and builds the lookups. Idempotent and safe to call in every vLLM process
-(vLLM runs general plugins in the front end, the engine core and the
-workers). Anything off (unknown vLLM build, unreadable sources, bad mode)
-leaves vLLM's own code in place for what it concerns and is said once in
-the log.
+Each patch is a record of swa_prefix_cache/vllm_adapter/registry.py; the
+installer (swa_prefix_cache/vllm_adapter/installer.py) goes through the
+records and carries out the plans this module makes: it chooses the mode
+and the core and builds the lookups. Anything off (unknown vLLM build,
+unreadable sources, bad mode) leaves vLLM's own code in place for what it
+concerns and is said once in the log.
 """
 
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from swa_prefix_cache import settings
 from swa_prefix_cache.vllm_adapter import registry, stats_file
 from swa_prefix_cache.vllm_adapter.config import Core, Mode, read_core, read_mode
 
@@ -70,6 +72,7 @@ _state = _State()
 SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, LOOKUP_MEMO = (
     "sliding_window", "pool_read", "full_attention", "lookup_memo",
 )
+OFFLOAD_LOOKUP, OFFLOAD_PREFIX, OFFLOAD_KEYS = "offload_lookup", "offload_prefix", "offload_keys"
 
 
 def _choose_core() -> tuple[Any, str]:
@@ -110,88 +113,161 @@ def _pool_read() -> str | None:
     return _state.pool_read
 
 
-def install(mode: Mode | None = None) -> bool:
-    """Patch vLLM if its build is known and the mode is not ``off``.
+@dataclass
+class _Choice:
+    """What one installation of the lookups chose, shared by their plans
+    (each made when the installer reaches its record)."""
 
-    Returns whether the sliding-window patch is active. Never raises (vLLM
-    calls it while it starts): an unknown vLLM, a missing native extension
-    or vLLM itself, a bad setting each leave vLLM's own code in place for
-    what they concern (or use the Python search) and log one line. The
-    opt-in KV-offload store filter (``SWA_PREFIX_CACHE_OFFLOAD_FILTER``) and
-    data-parallel routing (``SWA_PREFIX_CACHE_DP_ROUTING``) are installed
-    first, each on its own fingerprint, whatever the lookup patch does.
-    Every patch is a record of swa_prefix_cache/vllm_adapter/registry.py, bound by its
-    installer.
-    """
-    from swa_prefix_cache.vllm_adapter import dp_routing, offload_filter
+    mode: Mode | None = None
+    hotpath: Any = None  # the extension module, or None: the python core
+    timed: bool = False
+    memo_found: Any = None  # the lookup memory's fingerprint, read before ours bind
+    variant: str = ""
+    already: bool = False  # the sliding-window lookup was installed before this call
+    offload: dict[str, Any] = field(default_factory=dict)
 
-    offload_filter.install()
-    dp_routing.install()
-    with registry.lock:
-        if registry.is_installed(SLIDING_WINDOW):
-            return True
-        try:
-            mode = read_mode() if mode is None else mode
-            read_core()
-        except ValueError as exc:
-            return registry.refuse(SLIDING_WINDOW, str(exc), "vLLM left unpatched", logging.ERROR)
-        _state.mode = mode
-        if mode is Mode.OFF:
-            if stats_file.stats_dir() is not None:
-                try:
-                    return _install_timer()
-                except Exception as exc:  # vLLM not importable
-                    return registry.refuse(
-                        SLIDING_WINDOW, f"mode off; vLLM's lookups not timed: {exc!r}",
-                        "vLLM left unpatched", logging.WARNING,
-                    )
-            return registry.refuse(SLIDING_WINDOW, "mode off", "vLLM left unpatched")
-        from swa_prefix_cache.vllm_adapter import fingerprint
 
-        # The lookup memory's sources include the managers' lookups: read
-        # them before ours replace them.
-        memo_found = _memo_fingerprint()
-        hotpath, backend = _choose_core()
-        # Timing each lookup (``_counted``) costs about 1 us per call, a third
-        # of a lookup's fixed cost, so it wraps the lookup only while the stats
-        # are written out; otherwise the lookup counts its own calls (into a
-        # throwaway Stats when ``_counted`` counts them).
-        timed = stats_file.stats_dir() is not None
-        found_variant: list[str] = []
+# The latest installation's choices (say_active reads them).
+_last_choice: list[_Choice | None] = [None]
 
-        def build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, ...]:
-            from swa_prefix_cache.vllm_adapter.swa_lookup import make_lookup
 
-            original = originals[0]
-            pool_read = _pool_read()
-            ours = make_lookup(
-                original, _on_error,
-                Stats() if timed or hotpath is not None else _state.stats, pool_read,
-                hotpath,
+def plans(mode: Mode | None = None) -> dict[str, Callable[[], registry.Plan]]:
+    """The registry's plans for the lookups, each made when the installer
+    reaches its record (registry.install_all). The sliding-window lookup
+    comes first: it reads the mode and the core, and the others rest on
+    it (not tried when it stays vLLM's); in mode off with a stats directory
+    both managers' lookups are vLLM's own, timed. Once the sliding-window
+    lookup is installed in this process, the lookups are decided: a later
+    installation leaves them as they are."""
+    choice = _last_choice[0] = _Choice(already=registry.is_installed(SLIDING_WINDOW))
+
+    def ours_on() -> bool:
+        """The later lookups are tried: ours answers the sliding-window
+        lookup, in this installation."""
+        return (
+            not choice.already
+            and registry.is_installed(SLIDING_WINDOW)
+            and choice.mode is not None
+            and choice.mode is not Mode.OFF
+        )
+
+    def sliding_window() -> registry.Plan:
+        if choice.already:
+            return None
+        return _sliding_window_plan(mode, choice)
+
+    def full_attention() -> registry.Plan:
+        if choice.already or not registry.is_installed(SLIDING_WINDOW):
+            return None
+        if choice.mode is Mode.OFF:  # the timer of mode off
+            return registry.Bind((_timer(FULL_ATTENTION, full=True),))
+        return _full_plan(choice)
+
+    def offload(name: str) -> registry.Plan:
+        if not ours_on():
+            return None
+        if not choice.offload:
+            from swa_prefix_cache.vllm_adapter import connector_lookup
+
+            choice.offload = connector_lookup.plans(
+                choice.mode, choice.hotpath, _on_error, _offload_shadow,
             )
-            # The extension counts its own calls; stats() adds them up.
-            _state.counted = ours if hotpath is not None and not timed else None
-            _state.calls_before = _state.stats.calls
-            if found.semantics == fingerprint.BLOCK_ALIGNED_ONLY:
-                ours = _block_aligned_only(ours, original)
-            if mode is Mode.SHADOW:
-                ours = _shadow(ours, original)
-            found_variant.append(found.variant or "?")
-            return (classmethod(_counted(ours) if timed else ours),)
+        return choice.offload[name]
 
-        if not registry.install(SLIDING_WINDOW, build, "vLLM left unpatched"):
-            return False
+    def offload_keys() -> registry.Plan:
+        from swa_prefix_cache.vllm_adapter import offload_keys
+
+        return offload_keys.plan(choice.mode) if ours_on() else None
+
+    def lookup_memo() -> registry.Plan:
+        return _memo_plan(choice) if ours_on() else None
+
+    return {
+        SLIDING_WINDOW: sliding_window,
+        FULL_ATTENTION: full_attention,
+        OFFLOAD_LOOKUP: lambda: offload(OFFLOAD_LOOKUP),
+        OFFLOAD_PREFIX: lambda: offload(OFFLOAD_PREFIX),
+        OFFLOAD_KEYS: offload_keys,
+        LOOKUP_MEMO: lookup_memo,
+    }
+
+
+def _sliding_window_plan(mode: Mode | None, choice: _Choice) -> registry.Plan:
+    """Read the mode and the core, and plan the sliding-window lookup: ours
+    (with its pool read, a part of it), vLLM's own timed (mode off with a
+    stats directory), or vLLM's own."""
+    kept = "vLLM left unpatched"
+    try:
+        mode = read_mode() if mode is None else mode
+        read_core()
+    except ValueError as exc:
+        return registry.Refusal(str(exc), kept, logging.ERROR)
+    _state.mode = choice.mode = mode
+    if mode is Mode.OFF:
+        if stats_file.stats_dir() is None:
+            return registry.Refusal("mode off", kept)
+        try:
+            timer = _timer(SLIDING_WINDOW, full=False)
+        except Exception as exc:  # vLLM not importable
+            return registry.Refusal(f"mode off; vLLM's lookups not timed: {exc!r}", kept,
+                                    logging.WARNING)
+        _state.backend = "vllm"
+        return registry.Bind(
+            (timer,),
+            said=f"mode off; vLLM's own lookup answers, timed for {settings.STATS_DIR.name}, "
+                 f"pid {os.getpid()}",
+        )
+    from swa_prefix_cache.vllm_adapter import fingerprint
+
+    # The lookup memory's sources include the managers' lookups: read them
+    # before ours replace them.
+    choice.memo_found = _memo_fingerprint()
+    choice.hotpath, backend = _choose_core()
+    hotpath = choice.hotpath
+    # Timing each lookup (``_counted``) costs about 1 us per call, a third of
+    # a lookup's fixed cost, so it wraps the lookup only while the stats are
+    # written out; otherwise the lookup counts its own calls (into a
+    # throwaway Stats when ``_counted`` counts them).
+    timed = choice.timed = stats_file.stats_dir() is not None
+
+    def build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, ...]:
+        from swa_prefix_cache.vllm_adapter.swa_lookup import make_lookup
+
+        original = originals[0]
+        pool_read = _pool_read()
+        ours = make_lookup(
+            original, _on_error,
+            Stats() if timed or hotpath is not None else _state.stats, pool_read,
+            hotpath,
+        )
+        # The extension counts its own calls; stats() adds them up.
+        _state.counted = ours if hotpath is not None and not timed else None
+        _state.calls_before = _state.stats.calls
+        if found.semantics == fingerprint.BLOCK_ALIGNED_ONLY:
+            ours = _block_aligned_only(ours, original)
+        if mode is Mode.SHADOW:
+            ours = _shadow(ours, original)
+        choice.variant = found.variant or "?"
         _state.backend = backend
-        # The other lookups are independent parts: one that fails leaves
-        # vLLM's own code for it and the rest in place (registry.install
-        # never raises).
-        _install_full(mode, hotpath, timed)
-        from swa_prefix_cache.vllm_adapter import offload_lookup
+        return (classmethod(_counted(ours) if timed else ours),)
 
-        offload_lookup.install(mode, hotpath, _on_error, _offload_shadow)
-        _install_memo(mode, memo_found)
-        _say_active(fingerprint.installed_version(), found_variant[0])
-        return True
+    return registry.Build(build, kept)
+
+
+def say_active() -> None:
+    """The once-per-process lines of an installation that put our lookups
+    in place (none when vLLM's own answer)."""
+    from swa_prefix_cache.vllm_adapter import connector_lookup, fingerprint
+
+    choice = _last_choice[0]
+    if choice is None or choice.already or choice.mode in (None, Mode.OFF):
+        return
+    if not registry.is_installed(SLIDING_WINDOW):
+        return
+    connector_lookup.say_installed(choice.mode, choice.hotpath)
+    if registry.is_installed(LOOKUP_MEMO):
+        logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
+    _say_active(fingerprint.installed_version(), choice.variant)
 
 
 def _say_active(version: str, variant: str) -> None:
@@ -230,31 +306,26 @@ def _memo_fingerprint() -> Any:
         return f"cannot fingerprint the lookup memory's sources: {exc!r}"
 
 
-def _install_memo(mode: Mode, found: Any) -> None:
+def _memo_plan(choice: _Choice) -> registry.Plan:
     """Answer a hybrid coordinator's repeated lookups from memory
     (swa_prefix_cache/vllm_adapter/lookup_memo.py), in mode on only (shadow compares every
     call), unless ``SWA_PREFIX_CACHE_LOOKUP_MEMO=off`` or the sources it
-    rests on are unknown code (said once). Called with the registry's lock
-    held."""
+    rests on are unknown code (said once)."""
     from swa_prefix_cache.vllm_adapter import lookup_memo
     from swa_prefix_cache.vllm_adapter.config import LookupMemo, read_lookup_memo
 
     kept = "lookups are not remembered"
     _state.memo_stats = None
-    if mode is not Mode.ON:
-        registry.refuse(LOOKUP_MEMO, f"mode {mode.value}")
-        return
+    if choice.mode is not Mode.ON:
+        return registry.Refusal(f"mode {choice.mode.value}")
     try:
         wanted = read_lookup_memo()
     except ValueError as exc:
-        registry.refuse(LOOKUP_MEMO, str(exc), kept, logging.ERROR)
-        return
+        return registry.Refusal(str(exc), kept, logging.ERROR)
     if wanted is LookupMemo.OFF:
-        registry.refuse(LOOKUP_MEMO, "SWA_PREFIX_CACHE_LOOKUP_MEMO=off")
-        return
-    if isinstance(found, str):
-        registry.refuse(LOOKUP_MEMO, found, kept)
-        return
+        return registry.Refusal(f"{settings.LOOKUP_MEMO.name}=off")
+    if isinstance(choice.memo_found, str):
+        return registry.Refusal(choice.memo_found, kept)
 
     # Hybrid coordinators only: their lookup is several searches and vLLM's
     # fixed point (tens of us on gemma-3-27b); a unitary lookup is one native
@@ -264,22 +335,20 @@ def _install_memo(mode: Mode, found: Any) -> None:
         _state.memo_stats = lookup_memo.MemoStats()
         return (lookup_memo.make_memoized(originals[0], _state.memo_stats),)
 
-    if registry.install(LOOKUP_MEMO, build, kept, logging.INFO, found=found):
-        logger.info("swa-prefix-cache: repeated lookups answered from memory (lookup memory on)")
+    return registry.Build(build, kept, logging.INFO, found=choice.memo_found)
 
 
-def _install_full(mode: Mode, hotpath: Any, timed: bool) -> None:
+def _full_plan(choice: _Choice) -> registry.Plan:
     """Replace ``FullAttentionManager.find_longest_cache_hit`` by the
     extension's proved ``full_hit`` (swa_prefix_cache/vllm_adapter/full_lookup.py), on its
     own fingerprint and in the same mode. With the python core, or an
-    unknown full-attention lookup, vLLM's own stays (said once). Called
-    with the registry's lock held, after the sliding-window patch."""
+    unknown full-attention lookup, vLLM's own stays (said once)."""
     kept = "vLLM's own full-attention lookup stays"
+    hotpath, mode, timed = choice.hotpath, choice.mode, choice.timed
     if hotpath is None:
-        registry.refuse(
-            FULL_ATTENTION, "python core: the full-attention lookup is replaced only natively", kept,
+        return registry.Refusal(
+            "python core: the full-attention lookup is replaced only natively", kept,
         )
-        return
 
     def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
         from swa_prefix_cache.vllm_adapter.full_lookup import make_full_lookup
@@ -291,45 +360,29 @@ def _install_full(mode: Mode, hotpath: Any, timed: bool) -> None:
             ours = _shadow(ours, originals[0])
         return (classmethod(_counted(ours, full=True) if timed else ours),)
 
-    if registry.install(FULL_ATTENTION, build, kept):
-        logger.info("swa-prefix-cache: full-attention lookup replaced too (mode %s)", mode.value)
+    return registry.Build(build, kept, said=f"full-attention lookup replaced too (mode {mode.value})")
 
 
-def _install_timer() -> bool:
-    """Mode off with a stats directory: vLLM's own methods answer every
-    lookup, wrapped only to count and time them (``full_*`` stats for the
+def _timer(name: str, full: bool) -> Any:
+    """Mode off with a stats directory: vLLM's own method answers every
+    lookup, wrapped only to count and time it (``full_*`` stats for the
     full-attention lookup), so an end-to-end run can compare the time spent
-    inside the lookup with the plugin on and off. Called with the
-    registry's lock held."""
-    for name, full in ((SLIDING_WINDOW, False), (FULL_ATTENTION, True)):
-        target = registry.BY_NAME[name].binds[0]
-        own = target.current().__func__
+    inside the lookup with the plugin on and off."""
+    own = registry.BY_NAME[name].binds[0].current().__func__
 
-        def vllm_own(cls: type, *args: Any, _own: Any = own, **kwargs: Any) -> Any:
-            return _own(cls, *args, **kwargs)
+    def vllm_own(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return own(cls, *args, **kwargs)
 
-        registry.bind(name, classmethod(_counted(vllm_own, full=full)))
-    _state.backend = "vllm"
-    logger.info(
-        "swa-prefix-cache: mode off; vLLM's own lookup answers, timed for %s, pid %d",
-        stats_file.STATS_DIR_ENV, os.getpid(),
-    )
-    return True
+    return classmethod(_counted(vllm_own, full=full))
 
 
-def uninstall() -> None:
-    """Put vLLM's own methods back, every patch in the registry (the
-    data-parallel routers' sockets closed). Safe to call when not installed."""
-    from swa_prefix_cache.vllm_adapter import dp_routing, lookup_memo
-
-    dp_routing.uninstall()
+def release() -> None:
+    """Before the installer puts vLLM's methods back: keep the calls the
+    extension counted, and let its lookup objects go."""
     with registry.lock:
         _sync_calls()
         _state.counted = None
         _state.full_counted = None
-        for patch in reversed(registry.PATCHES):
-            registry.uninstall(patch.name)
-        lookup_memo.release_all()  # the memories' watches on the pools' maps go too
 
 
 def is_installed() -> bool:
@@ -351,13 +404,13 @@ def paths() -> dict[str, dict[str, Any]]:
         "full_attention": {"answers": _state.backend if full else "vllm"},
         "offload_lookup": {
             "answers": (_state.backend if ours else "python")
-            if registry.is_installed("offload_lookup") else "vllm",
+            if registry.is_installed(OFFLOAD_LOOKUP) else "vllm",
         },
         "offload_prefix": {
-            "answers": "inline read" if registry.is_installed("offload_prefix") else "vllm",
+            "answers": "inline read" if registry.is_installed(OFFLOAD_PREFIX) else "vllm",
         },
         "offload_keys": {
-            "answers": "a group at a time" if registry.is_installed("offload_keys") else "vllm",
+            "answers": "a group at a time" if registry.is_installed(OFFLOAD_KEYS) else "vllm",
         },
         "lookup_memo": {"answers": "memory" if registry.is_installed(LOOKUP_MEMO) else "off"},
     }
@@ -381,8 +434,8 @@ def degraded() -> list[str]:
                 slower.append(f"probes call get_cached_block: {state(POOL_READ).reason}")
             if _state.backend == "native" and not state(FULL_ATTENTION).installed:
                 slower.append(f"full-attention lookup is vLLM's own: {state(FULL_ATTENTION).reason}")
-            if not state("offload_lookup").installed:
-                slower.append(f"KV-offload lookup is vLLM's own: {state('offload_lookup').reason}")
+            if not state(OFFLOAD_LOOKUP).installed:
+                slower.append(f"KV-offload lookup is vLLM's own: {state(OFFLOAD_LOOKUP).reason}")
             if mode is Mode.ON and not state(LOOKUP_MEMO).installed and _asked_for(LOOKUP_MEMO):
                 slower.append(f"lookup memory off: {state(LOOKUP_MEMO).reason}")
     for patch in registry.PATCHES:
@@ -401,10 +454,8 @@ def _asked_for(name: str) -> bool:
 
 
 def status() -> dict[str, Any]:
-    """What is active and why; the stats counters; every patch's record
-    (``patches``: swa_prefix_cache/vllm_adapter/registry.py's rows)."""
-    from swa_prefix_cache.vllm_adapter import dp_routing, offload_filter, offload_lookup
-
+    """The lookups' part of the plugin's ``status()``: what is active and
+    why, the stats counters."""
     memo = registry.state(LOOKUP_MEMO)
     return {
         "installed": registry.is_installed(SLIDING_WINDOW),
@@ -413,7 +464,6 @@ def status() -> dict[str, Any]:
         "reason": registry.state(SLIDING_WINDOW).reason,
         "paths": paths(),
         "degraded": degraded(),
-        "patches": registry.rows(),
         "stats": stats(),
         "full_attention": {
             "installed": registry.is_installed(FULL_ATTENTION),
@@ -424,9 +474,6 @@ def status() -> dict[str, Any]:
             "reason": memo.reason,
             "stats": vars(_state.memo_stats) if _state.memo_stats is not None else {},
         },
-        "offload_lookup": offload_lookup.status(),
-        "offload_filter": offload_filter.status(),
-        "dp_routing": dp_routing.status(),
     }
 
 

@@ -4,7 +4,7 @@ import logging
 
 from swa_prefix_cache import settings
 from swa_prefix_cache.vllm_adapter import stats_file
-from swa_prefix_cache.vllm_adapter.patch import install, status
+from swa_prefix_cache.vllm_adapter.installer import install, status
 
 logger = logging.getLogger("swa_prefix_cache")
 

@@ -7,10 +7,13 @@ patch applies only to known code; its name is the patch's), the vLLM
 attributes it sets (``sets``, each named among those sources, so a module
 path is written once; ``binds`` resolves them), what it replaces and the
 setting record that governs it. The patch modules
-(patch.py for the lookups, offload_lookup.py, offload_filter.py,
-dp_routing.py) decide whether to patch and build the replacement;
-``install`` fingerprints, builds and binds, ``refuse`` records why a patch
-stays off, and ``uninstall`` puts vLLM's attributes back. Only ``bind`` and
+(patch.py for the lookups, connector_lookup.py, offload_keys.py,
+offload_filter.py, dp_routing.py) decide whether to patch and how to build
+the replacement, each answer a plan (``Build``, ``Bind`` or ``Refusal``);
+``install_all`` goes through the records in order and carries out each
+one's plan (``apply``): ``install`` fingerprints, builds and binds,
+``refuse`` records why a patch stays off, and ``uninstall`` puts vLLM's
+attributes back. Only ``bind`` and
 ``uninstall`` set or delete an attribute of a vLLM class (the lookup memory
 also watches each pool's map instance it reads, swa_prefix_cache/vllm_adapter/lookup_memo.py),
 so ``swa_prefix_cache.vllm_adapter.status()``, ``qualify`` and the once-per-process log line
@@ -26,7 +29,7 @@ import functools
 import importlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +102,46 @@ class Patch:
         return tuple(targets)
 
 
+@dataclass(frozen=True)
+class Build:
+    """A plan: when vLLM's sources of the patch's binding are a known variant
+    (``found``, or checked then), bind ``make(match, originals)``; otherwise
+    keep vLLM's (``kept``: what stays, said once at ``level``). ``said``: a
+    line logged at INFO once it is bound, ``{VLLM}`` in it replaced by
+    vLLM's version."""
+
+    make: Callable[[fingerprint.Match, tuple[Any, ...]], tuple[Any, ...]]
+    kept: str
+    level: int = logging.WARNING
+    found: fingerprint.Match | None = None
+    said: str = ""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A plan that binds ``values`` whatever vLLM's sources are: only for
+    wrappers that call vLLM's own attribute and add nothing to its answer
+    (the lookup timer of mode off). ``said`` as in ``Build``."""
+
+    values: tuple[Any, ...]
+    said: str = ""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A plan that keeps vLLM's attributes: ``reason``, said once at
+    ``level`` with ``kept`` (no line when ``kept`` is empty)."""
+
+    reason: str
+    kept: str = ""
+    level: int = logging.INFO
+
+
+# What a patch module answers for one record; None: not tried now (the
+# patch rests on another one that is off), its state left as it is.
+Plan = Build | Bind | Refusal | None
+
+
 @dataclass
 class PatchState:
     """What one patch did in this process."""
@@ -109,7 +152,28 @@ class PatchState:
     bound: tuple[Any, ...] = ()  # what it put in their place
 
 
+# In the order they are installed (``install_all``): the opt-in parts
+# first, each on its own setting; then the lookups, the sliding-window
+# lookup first (the others rest on what it chose), the lookup memory last
+# (it wraps the coordinators' lookups, whose managers' lookups are ours by
+# then).
 PATCHES: tuple[Patch, ...] = (
+    Patch(
+        fingerprint.OFFLOAD_FILTER, "KV-offload store filter",
+        ("OffloadingConnectorScheduler._reachable_store_block_mask",
+         "OffloadingConnectorScheduler._lookup"),
+        "the KV-offload store filter of sliding-window groups, by one that keeps every "
+        "chunk the lookup reads, and pins the junction the tier's full-attention hit finds",
+        settings.OFFLOAD_FILTER, opt_in=True,
+    ),
+    Patch(
+        fingerprint.DP_ROUTING, "data-parallel front end",
+        ("DPLBAsyncMPClient.get_core_engine_for_request",
+         Target("vllm.v1.engine.core", "EngineCore", "swa_prefix_cache_layout")),
+        "the data-parallel front end's choice of engine by load, by exact prefix-cache hit "
+        "weighed against load",
+        settings.DP_ROUTING, opt_in=True,
+    ),
     Patch(
         fingerprint.SLIDING_WINDOW, "sliding-window lookup",
         ("SlidingWindowManager.find_longest_cache_hit",),
@@ -147,22 +211,6 @@ PATCHES: tuple[Patch, ...] = (
         "the KV-offload connector's key-by-key loop over a request's new chunks, by one "
         "that builds each group's keys at once",
         settings.MODE,
-    ),
-    Patch(
-        fingerprint.OFFLOAD_FILTER, "KV-offload store filter",
-        ("OffloadingConnectorScheduler._reachable_store_block_mask",
-         "OffloadingConnectorScheduler._lookup"),
-        "the KV-offload store filter of sliding-window groups, by one that keeps every "
-        "chunk the lookup reads, and pins the junction the tier's full-attention hit finds",
-        settings.OFFLOAD_FILTER, opt_in=True,
-    ),
-    Patch(
-        fingerprint.DP_ROUTING, "data-parallel front end",
-        ("DPLBAsyncMPClient.get_core_engine_for_request",
-         Target("vllm.v1.engine.core", "EngineCore", "swa_prefix_cache_layout")),
-        "the data-parallel front end's choice of engine by load, by exact prefix-cache hit "
-        "weighed against load",
-        settings.DP_ROUTING, opt_in=True,
     ),
     Patch(
         fingerprint.LOOKUP_MEMO, "lookup memory",
@@ -282,6 +330,54 @@ def install(name: str, build: Callable[[fingerprint.Match, tuple[Any, ...]], tup
         except Exception as exc:  # vLLM, or a module the patch needs, not importable
             return refuse(name, f"cannot patch the {patch.label}: {exc!r}", kept, logging.WARNING)
         return True
+
+
+def apply(name: str, plan: Plan) -> bool:
+    """Carry out one record's plan. Whether the patch is installed. Never
+    raises but for a plan that is none of the kinds (a bug)."""
+    with lock:
+        if plan is None or _states[name].installed:
+            return _states[name].installed
+        if isinstance(plan, Refusal):
+            return refuse(name, plan.reason, plan.kept, plan.level)
+        if isinstance(plan, Bind):
+            try:
+                bind(name, *plan.values)
+            except Exception as exc:  # vLLM not importable
+                return refuse(name, f"cannot patch the {BY_NAME[name].label}: {exc!r}",
+                              "vLLM's own code stays", logging.WARNING)
+        elif isinstance(plan, Build):
+            if not install(name, plan.make, plan.kept, plan.level, plan.found):
+                return False
+        else:
+            raise TypeError(f"apply({name!r}): plan is {type(plan).__name__}, not a registry plan")
+        if plan.said:
+            said = plan.said.replace("{VLLM}", fingerprint.installed_version())
+            logger.info("swa-prefix-cache: %s", said)
+        return True
+
+
+def install_all(plans: Mapping[str, Callable[[], Plan]]) -> None:
+    """The plugin's installation: each record in the order of ``PATCHES``
+    that is not yet installed gets its plan now (``plans[name]()``, so a
+    plan sees what the records before it did) and the plan is carried out.
+    A record that is ``part_of`` another is decided by that one's build.
+    Every other record must have a plan: a record added without one is a
+    ValueError here, not a patch that silently never installs. A plan that
+    raises keeps vLLM's code for its record (said once)."""
+    missing = [patch.name for patch in PATCHES if not patch.part_of and patch.name not in plans]
+    if missing:
+        raise ValueError(f"install_all: no plan for {', '.join(missing)}")
+    with lock:
+        for patch in PATCHES:
+            if patch.part_of or _states[patch.name].installed:
+                continue
+            try:
+                plan = plans[patch.name]()
+            except Exception as exc:  # a module the plan reads not importable
+                plan = Refusal(f"cannot plan the {patch.label}: {exc!r}", "vLLM's own code stays",
+                               logging.WARNING)
+            apply(patch.name, plan)
 
 
 def uninstall(name: str) -> bool:

@@ -769,7 +769,7 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
  * offload_stride_search_probe: a probe of chunk i is the manager's own
  * lookup(keys[i], req_context), its answer read by identity (vLLM's
  * LookupResult members). Only for a manager whose lookup is pure and never
- * answers RETRY (swa_prefix_cache/vllm_adapter/offload_lookup.py checks which, on a source
+ * answers RETRY (swa_prefix_cache/vllm_adapter/connector_lookup.py checks which, on a source
  * fingerprint): any other answer makes the call "unsupported" and the
  * caller runs vLLM's own scan instead. */
 
