@@ -273,6 +273,9 @@ pool_batch(pool_probe *c, int64_t i, int64_t stride, int64_t limit)
         }
     }
     count = k;
+    if (count == 0) {
+        return 0; /* nothing read: no key to hash (and buf is not read uninitialized) */
+    }
     lanes = count * ng;
     /* The next batch's hash objects. */
     for (k = count; k < count + POOL_BATCH && i + k < limit; k++) {
