@@ -190,12 +190,13 @@ class Workload:
             self.lookup(self.waiting[0])
 
 
-def run_workloads(seed: int, steps: int, scenarios: list[Scenario] = SCENARIOS) -> list[Workload]:
+def run_workloads(seed: int, steps: int, scenarios: list[Scenario] = SCENARIOS,
+                  memo: bool = True) -> list[Workload]:
     init_none_hash(sha256_cbor)
     rng = random.Random(seed)
     assert vllm_adapter.install(vllm_adapter.Mode.ON)
-    memo = vllm_adapter.status()["lookup_memo"]
-    assert memo["installed"], memo["reason"]
+    status = vllm_adapter.status()["lookup_memo"]
+    assert status["installed"] == memo, status["reason"]
     done = []
     for scenario in scenarios:
         work = Workload(rng, scenario, num_blocks=rng.randint(24, 60) * len(scenario.groups))
@@ -449,10 +450,10 @@ def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
     work.lookup(request)
     work.lookup(request)
     coordinator = work.manager.coordinator
-    assert "insert" in vars(block_map) and lookup_memo.MEMO_ATTR in vars(coordinator)
+    assert "insert" in vars(block_map) and lookup_memo.memo_of(coordinator) is not None
     vllm_adapter.uninstall()
     assert "insert" not in vars(block_map) and "pop" not in vars(block_map)
-    assert lookup_memo.MEMO_ATTR not in vars(coordinator)
+    assert lookup_memo.memo_of(coordinator) is None
     assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
 
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from swa_prefix_cache.vllm_adapter import offload_keys, registry
+from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 from swa_prefix_cache.vllm_adapter.config import Mode
 
 logger = logging.getLogger("swa_prefix_cache")
@@ -120,11 +121,9 @@ def _pure_manager_check() -> Callable[[Any], bool]:
         get = policy_get.get(type(policy))
         return (
             type(manager) is CPUOffloadingManager
-            and CPUOffloadingManager.lookup is lookup_fn
-            and "lookup" not in vars(manager)
+            and calls_own(manager, "lookup", lookup_fn)
             and get is not None
-            and type(policy).get is get
-            and "get" not in vars(policy)
+            and calls_own(policy, "get", get)
         )
 
     return pure_manager
@@ -279,8 +278,7 @@ def _make_prefix_answer() -> Callable[..., Any]:
         """vLLM's own tracker, whose ``record_lookup`` returns at once."""
         return (
             type(tracker) is OffloadingEventsTracker
-            and OffloadingEventsTracker.record_lookup is record_fn
-            and "record_lookup" not in vars(tracker)
+            and calls_own(tracker, "record_lookup", record_fn)
             and not tracker.self_describing_enabled
         )
 
@@ -289,13 +287,11 @@ def _make_prefix_answer() -> Callable[..., Any]:
         ready until it is next full or reset (None if that is not sure)."""
         if not manager._num_allocated_chunks < manager._num_chunks:
             return None
-        cls = type(manager)
         for name, fn in manager_writers:
-            if cls.__dict__.get(name) is not fn or name in vars(manager):
+            if not calls_own(manager, name, fn):
                 return None
-        pcls = type(policy)
-        for name, fn in policy_writers[pcls]:
-            if pcls.__dict__.get(name) is not fn or name in vars(policy):
+        for name, fn in policy_writers[type(policy)]:
+            if not calls_own(policy, name, fn):
                 return None
         generation = manager._cache_generation
         return generation if type(generation) is int else None

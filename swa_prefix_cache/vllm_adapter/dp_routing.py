@@ -447,8 +447,10 @@ class Router:
 
 def _router(client: Any) -> Router | None:
     """The client's router, started on its first request (the front end's
-    event loop is running by then)."""
-    router = client.__dict__.get(_ROUTER_ATTR)
+    event loop is running by then). Read with getattr, not through the
+    client's __dict__ (instance_attrs.py: that would slow vLLM's own use of
+    the client)."""
+    router = getattr(client, _ROUTER_ATTR, None)
     if router is None:
         try:
             loop = asyncio.get_running_loop()

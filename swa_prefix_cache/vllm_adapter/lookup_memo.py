@@ -25,7 +25,9 @@ the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
   ``_remove_cached_block_hashes`` and ``_insert_block_hash``, so through pop
   and insert). While an answer is remembered, each map's ``insert``, ``pop``
   and ``clear`` (where the class has one) are watched (as attributes of that
-  map object, removed when nothing is remembered): a write of a key whose hash
+  map object, removed when nothing is remembered; setting them may make
+  CPython build the map's ``__dict__``, which slows vLLM's later reads of
+  the map: instance_attrs.py): a write of a key whose hash
   the remembered request holds forgets every remembered answer, a ``clear``
   forgets them all, and so does a replaced map.
 * On 0.34.0 the map holds block ids and ``get_one_block`` answers
@@ -54,6 +56,8 @@ import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 
 logger = logging.getLogger("swa_prefix_cache")
 
@@ -107,9 +111,6 @@ def copy_result(result: tuple) -> tuple:
     the same objects)."""
     blocks = result[0]
     return (tuple([list(group) for group in blocks]),) + tuple(result[1:])
-
-
-MEMO_ATTR = "_swa_prefix_cache_memo"  # a coordinator's memory, on the coordinator
 
 
 class LookupMemo:
@@ -169,8 +170,8 @@ class LookupMemo:
         """No one else's insert / pop / clear sits on these maps (two
         memories on one map would undo each other's watch)."""
         return all(
-            name not in vars(pool.cached_block_hash_to_block)
-            for pool in self.pools
+            calls_own(block_map, name, getattr(type(block_map), name, None))
+            for block_map in (pool.cached_block_hash_to_block for pool in self.pools)
             for name in WATCHED_WRITES
         )
 
@@ -196,7 +197,10 @@ class LookupMemo:
         self.watch.clear()
         for block_map in self.watched_maps:
             for name in WATCHED_WRITES:
-                vars(block_map).pop(name, None)
+                try:
+                    delattr(block_map, name)  # ours, on the instance (not its __dict__: instance_attrs.py)
+                except AttributeError:
+                    pass
         self.watched_maps.clear()
 
 
@@ -236,21 +240,47 @@ def pools_of(coordinator: Any) -> list[Any]:
     return pools
 
 
-# Every coordinator's memory, so that uninstall takes them all away
-# (``release_all``); weak, so a coordinator's memory still leaves with it.
-_live: weakref.WeakKeyDictionary[Any, LookupMemo] = weakref.WeakKeyDictionary()
+# Every coordinator's memory, by the coordinator's id, with a weak reference
+# that shows the id is still that coordinator's. Nothing is set on the
+# coordinator: reading it back through its __dict__ would make CPython build
+# one, and slow vLLM's every use of it (instance_attrs.py).
+_memos: dict[int, tuple[weakref.ref, LookupMemo]] = {}
+
+
+def memo_of(coordinator: Any) -> LookupMemo | None:
+    """The coordinator's memory, if it has one."""
+    entry = _memos.get(id(coordinator))
+    if entry is None or entry[0]() is not coordinator:
+        return None
+    return entry[1]
+
+
+def _new_memo(coordinator: Any, stats: MemoStats) -> LookupMemo | None:
+    """A memory for ``coordinator``; None for one without weak references
+    (its lookups are then not remembered)."""
+    key = id(coordinator)
+
+    def gone(ref: weakref.ref) -> None:
+        entry = _memos.get(key)
+        if entry is not None and entry[0] is ref:
+            del _memos[key]
+
+    try:
+        ref = weakref.ref(coordinator, gone)
+    except TypeError:
+        return None
+    memo = LookupMemo(pools_of(coordinator), stats)
+    _memos[key] = (ref, memo)
+    return memo
 
 
 def release_all() -> int:
-    """Drop every coordinator's memory: its answers, its watch on the
-    pools' maps and the attribute on the coordinator (the patch's
-    uninstall). How many there were."""
-    memos = list(_live.items())
-    _live.clear()
-    for coordinator, memo in memos:
+    """Drop every coordinator's memory: its answers and its watch on the
+    pools' maps (the patch's uninstall). How many there were."""
+    memos = [memo for _, memo in _memos.values()]
+    _memos.clear()
+    for memo in memos:
         memo.forget()
-        if vars(coordinator).get(MEMO_ATTR) is memo:
-            del vars(coordinator)[MEMO_ATTR]
     return len(memos)
 
 
@@ -259,14 +289,13 @@ def make_memoized(original: Callable[..., tuple], stats: MemoStats) -> Callable[
     ``find_longest_cache_hit``, a plain function), from memory when it can."""
 
     def find_longest_cache_hit(self: Any, block_hashes: list, max_cache_hit_length: int) -> tuple:
-        memo = self.__dict__.get(MEMO_ATTR)
-        if memo is None:
-            memo = LookupMemo(pools_of(self), stats)
-            setattr(self, MEMO_ATTR, memo)
-            try:
-                _live[self] = memo
-            except TypeError:  # a coordinator without weak references: not released by uninstall
-                pass
+        entry = _memos.get(id(self))
+        if entry is not None and entry[0]() is self:
+            memo = entry[1]
+        else:
+            memo = _new_memo(self, stats)
+            if memo is None:
+                return original(self, block_hashes, max_cache_hit_length)
         return memo.lookup(original, self, block_hashes, max_cache_hit_length)
 
     find_longest_cache_hit.__doc__ = (

@@ -29,6 +29,7 @@ from typing import Any
 
 from swa_prefix_cache.vllm_adapter import registry
 from swa_prefix_cache.vllm_adapter.config import Mode
+from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 
 logger = logging.getLogger("swa_prefix_cache")
 
@@ -75,8 +76,7 @@ def _make_update(original: Callable[[Any], None]) -> Callable[[Any], None]:
         context = state.req_context
         return (
             type(context) is context_type
-            and context_type.set_offload_key_position is set_position
-            and "set_offload_key_position" not in vars(context)
+            and calls_own(context, "set_offload_key_position", set_position)
             and type(context._offload_key_positions) is dict
             and scheduler_module.make_offload_key is make_key
             and type(getattr(state.req, "block_hashes", None)) is list

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from swa_prefix_cache.pyspec import SearchParams
 from swa_prefix_cache.pyspec.params import alignment_period, search_need
 from swa_prefix_cache.pyspec.search import prefix_fallback, stride_search
+from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 
 # Cached SearchParams per (n, block_size, sliding_window, alignment, eagle);
 # emptied when it grows past this (a model has one shape, so this only
@@ -318,16 +319,14 @@ def make_lookup(
         probe does (``OneGroupMask``), else None."""
         if (
             type(block_pool) is not pool_type
-            or "get_cached_block" in block_pool.__dict__
-            or pool_type.get_cached_block is not probe_fn
+            or not calls_own(block_pool, "get_cached_block", probe_fn)
             or block_pool_module.make_block_hash_with_group_id is not key_fn
         ):
             return None
         hash_map = block_pool.cached_block_hash_to_block
         if (
             type(hash_map) is not map_type
-            or "get_one_block" in hash_map.__dict__
-            or map_type.get_one_block is not read_fn
+            or not calls_own(hash_map, "get_one_block", read_fn)
             or type(hash_map._cache) is not dict
             or (layout == LAYOUT_BLOCK_IDS and type(getattr(hash_map, "_blocks", None)) is not list)
         ):

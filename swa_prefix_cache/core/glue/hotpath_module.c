@@ -190,27 +190,30 @@ spec_matches(Lookup *self, PyObject *spec)
 }
 
 /* obj.name() calls fn: the class resolves name to fn and the instance
- * does not shadow it (nothing patched on the class or the instance). Read
- * without making a bound method. -1 with an exception set on error. */
+ * does not shadow it by anything else (nothing patched on the class or the
+ * instance; the very bound method put on the instance calls fn too). The
+ * instance is read through getattr, as vLLM's call reads it: never through
+ * its __dict__, which CPython 3.11+ would then build for the object (its
+ * attributes move from inline values to a dict for good, and every later
+ * self.x of vLLM's own code on that object is slower). -1 with an
+ * exception set on error. */
 static int
 resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
 {
-    PyObject *dict;
-    PyObject *shadow;
+    PyObject *found;
+    int same;
 
     if (_PyType_Lookup(Py_TYPE(obj), name) != fn) { /* borrowed, MRO-cached */
         return 0;
     }
-    dict = PyObject_GenericGetDict(obj, NULL);
-    if (dict == NULL) {
+    found = PyObject_GetAttr(obj, name);
+    if (found == NULL) {
         return -1;
     }
-    shadow = PyDict_GetItemWithError(dict, name);
-    Py_DECREF(dict);
-    if (shadow != NULL) {
-        return 0;
-    }
-    return PyErr_Occurred() ? -1 : 1;
+    same = PyMethod_Check(found) && PyMethod_GET_FUNCTION(found) == fn
+           && PyMethod_GET_SELF(found) == obj;
+    Py_DECREF(found);
+    return same;
 }
 
 enum { FAST_DONE, FAST_DELEGATE, FAST_ERROR };

@@ -1,0 +1,99 @@
+"""The plugin never makes CPython build the ``__dict__`` of a vLLM object
+it reads (swa_prefix_cache/vllm_adapter/instance_attrs.py).
+
+On CPython 3.11+ an object keeps its attributes as inline values until
+something asks for its ``__dict__``; from then on every ``self.x`` of vLLM's
+own code on it is slower, at every scheduler step. Issue 45's "time added
+elsewhere" was this: the glue read the pool's and its hash map's
+``__dict__`` at each lookup and the lookup memory the coordinator's (the
+short-prompt replay of gemma-3-27b: +6.9 us a step outside the lookups
+before, -0.6 us after). Checked here on a workload driven like vLLM's
+scheduler drives it (lookups, admissions, decodes, frees, the memory
+remembering and forgetting), with the native core and with the python one:
+the pool, the coordinator and its managers keep their inline values, and
+so does the pool's map while the lookup memory is off (its watch sets
+attributes on the maps it watches). ``materialized`` reads the object's GC referents, which do not
+build the dict.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from test_lookup_memo import SCENARIOS, run_workloads  # noqa: E402
+from vllm_support import unpatched  # noqa: E402, F401 (autouse fixture)
+
+from swa_prefix_cache.vllm_adapter import instance_attrs  # noqa: E402
+
+
+def materialized(obj: Any) -> bool:
+    """Whether ``obj`` holds a real ``__dict__``: a dict among its GC
+    referents that maps its attribute names to its attribute values (an
+    object with inline values has its values as referents, not a dict)."""
+    names = [name for name in ("block_pool", "single_type_managers", "_cache", "blocks",
+                               "kv_cache_spec", "num_gpu_blocks")
+             if hasattr(obj, name)]
+    assert names, f"{type(obj).__name__}: no known attribute to look for"
+    return any(
+        type(ref) is dict and any(name in ref and ref[name] is getattr(obj, name) for name in names)
+        for ref in gc.get_referents(obj)
+    )
+
+
+def test_materialized_sees_a_built_dict() -> None:
+    """The check can fail: ``vars`` builds the dict and it is seen."""
+    [work] = run_workloads(seed=1, steps=0, scenarios=[SCENARIOS[0]])
+    pool = work.manager.block_pool
+    assert not materialized(pool)
+    vars(pool)
+    assert materialized(pool)
+
+
+@pytest.mark.parametrize("core", ["native", "python"])
+@pytest.mark.parametrize("memo", ["on", "off"])
+def test_lookups_build_no_dict_of_vllms_objects(core: str, memo: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the memory on, its watch sets ``insert`` and ``pop`` on the maps
+    it watches (while it remembers), which may make CPython build the map's
+    dict (at once on a process's first map): the map is checked with the
+    memory off, everything else both ways."""
+    monkeypatch.setenv("SWA_PREFIX_CACHE_CORE", core)
+    monkeypatch.setenv("SWA_PREFIX_CACHE_LOOKUP_MEMO", memo)
+    works = run_workloads(seed=45, steps=400, scenarios=SCENARIOS, memo=memo == "on")
+    assert sum(w.lookups for w in works) > 400
+    assert all(w.mismatches == 0 for w in works)
+    built = []
+    for i, work in enumerate(works):
+        coordinator = work.manager.coordinator
+        pool = coordinator.block_pool
+        objects = {"coordinator": coordinator, "block_pool": pool}
+        if memo == "off":
+            objects["hash map"] = pool.cached_block_hash_to_block
+        objects.update({f"manager {k}": m for k, m in enumerate(coordinator.single_type_managers)})
+        built += [f"scenario {i}: {name}" for name, obj in objects.items() if materialized(obj)]
+    assert built == [], built
+
+
+def test_calls_own_reads_no_dict() -> None:
+    class Owner:
+        def __init__(self) -> None:
+            self.kv_cache_spec = 1
+
+        def lookup(self) -> int:
+            return 1
+
+    fn = Owner.__dict__["lookup"]
+    obj = Owner()
+    assert instance_attrs.calls_own(obj, "lookup", fn)
+    assert instance_attrs.calls_own(obj, "clear", None)
+    assert not materialized(obj)
+    obj.lookup = lambda: 2  # an instance that shadows the class's method
+    assert not instance_attrs.calls_own(obj, "lookup", fn)
+    assert not instance_attrs.calls_own(Owner(), "lookup", Owner.__init__)
+    obj.clear = fn
+    assert not instance_attrs.calls_own(obj, "clear", None)
