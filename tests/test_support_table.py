@@ -43,6 +43,16 @@ def test_a_missing_or_extra_row_fails() -> None:
     assert any("not in the README" in f for f in failures)
 
 
+def test_a_patch_release_of_cpython_is_the_machines() -> None:
+    """A README made where CPython is pyenv's 3.11.7 matches a run on
+    Debian's 3.11.2: a row claims CPython 3.11 (a fresh clone's make check
+    as a non-root user failed on this); another minor release is another row."""
+    assert _check([_receipt(python="3.11.7")], [_receipt(python="3.11.2")]) == ([], [])
+    assert "| 3.11 |" in support_table.table([_receipt(python="3.11.2")])
+    failures, _ = _check([_receipt(python="3.11.7")], [_receipt(python="3.12.1")])
+    assert failures
+
+
 def test_a_different_patched_cell_fails() -> None:
     # The README claims 0.33.0's patches for 0.20.0, a release no binding lists.
     readme = support_table.table([_receipt()]).replace("0.33.0", "0.20.0")

@@ -43,6 +43,15 @@ def patched(vllm: str | None) -> str:
     return ", ".join(n.replace("_", " ") for n in names) or "nothing (unpatched)"
 
 
+def minor(python: str) -> str:
+    """CPython's X.Y, what a row claims: the patch release (3.11.2 from
+    Debian, 3.11.7 from pyenv) is the machine's, not the support's."""
+    parts = python.split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return f"{parts[0]}.{parts[1]}"
+    return python
+
+
 def row(receipt: dict) -> str:
     ext = receipt.get("extension") or {}
     ran = "; ".join(
@@ -53,7 +62,7 @@ def row(receipt: dict) -> str:
     fast = "not built" if not ext.get("built") else (
         f"read-ahead {'on' if ext.get('read_ahead') else 'off'}, hash {ext.get('hash')}"
     )
-    python = receipt.get("python") or receipt.get("id", "-")
+    python = minor(receipt["python"]) if receipt.get("python") else receipt.get("id", "-")
     return (f"| {receipt.get('vllm') or '-'} | {python} | {receipt.get('arch')} | {patched(receipt.get('vllm'))} "
             f"| {fast} | {ran} | {'yes' if receipt.get('ok') else 'no'} |")
 
@@ -73,7 +82,8 @@ def ran(receipts: list[dict]) -> list[dict]:
 
 
 def table(receipts: list[dict]) -> str:
-    rows = [(r.get("vllm") or "", r.get("python") or "", r.get("arch") or "", row(r)) for r in ran(receipts)]
+    rows = [(r.get("vllm") or "", minor(r.get("python") or ""), r.get("arch") or "", row(r))
+            for r in ran(receipts)]
     lines = [
         "| vLLM | CPython | arch | patched | native fast paths | what ran | ok |",
         "|---|---|---|---|---|---|---|",
