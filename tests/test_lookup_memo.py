@@ -275,19 +275,46 @@ def _one_waiting(seed: int) -> tuple[Workload, Any, Any]:
     return work, work.manager.block_pool.cached_block_hash_to_block, work.waiting[0]
 
 
+def _in_its_pool(work: Workload, block_map: Any) -> str:
+    """What the pool holds in its map's place: ``"vllm's map"`` (the very
+    object, with nothing of ours set on it), ``"a view"`` (the memory's
+    watching view sharing that map's containers), or what else."""
+    pool = work.manager.block_pool
+    held = pool.cached_block_hash_to_block
+    own = all(getattr(getattr(block_map, name), "__func__", None) is getattr(type(block_map), name)
+              for name in ("insert", "pop"))
+    if held is block_map and own:
+        return "vllm's map"
+    if type(held) is lookup_memo.watch_type(type(block_map)) and held._cache is block_map._cache:
+        return "a view"
+    return f"something else: {held!r}"
+
+
 def test_the_watch_lives_only_while_something_is_remembered() -> None:
-    """No cost when nothing is remembered: the maps carry vLLM's own insert
-    and pop again once the memory forgot."""
+    """No cost when nothing is remembered: the pool holds vLLM's own map
+    again once the memory forgot, and nothing was ever set on that map."""
     work, block_map, request = _one_waiting(seed=3)
     work.lookup(request)
-    assert "insert" not in vars(block_map)  # seen once: nothing remembered yet
+    assert _in_its_pool(work, block_map) == "vllm's map"  # seen once: nothing remembered yet
     work.lookup(request)
-    assert "insert" in vars(block_map) and "pop" in vars(block_map)
+    assert _in_its_pool(work, block_map) == "a view"
     work.lookup(request)
     assert memo_stats()["hits"] == 1
-    work.admit(request)  # caches the request's blocks: a watched key is written
-    assert "insert" not in vars(block_map) and "pop" not in vars(block_map)
+    work.admit(request)  # caches the request's blocks (through the view): a watched key is written
+    assert _in_its_pool(work, block_map) == "vllm's map"
     assert memo_stats()["forgotten"] == 1
+    assert work.mismatches == 0, work.first_mismatch
+
+
+def test_a_map_with_more_than_its_state_is_not_viewed() -> None:
+    """A map holding an attribute the view would not share (another
+    watcher's, a profiler's) is left alone: nothing is remembered."""
+    work, block_map, request = _one_waiting(seed=3)
+    block_map.insert = type(block_map).insert.__get__(block_map)
+    for _ in range(3):
+        work.lookup(request)
+    assert memo_stats()["remembered"] == 0 and memo_stats()["hits"] == 0
+    assert work.manager.block_pool.cached_block_hash_to_block is block_map
     assert work.mismatches == 0, work.first_mismatch
 
 
@@ -310,7 +337,7 @@ def test_a_reset_prefix_cache_forgets() -> None:
     _, hit = work.lookup(again)
     assert hit == 0 and memo_stats()["forgotten"] == 1, memo_stats()
     block_map = work.manager.block_pool.cached_block_hash_to_block
-    assert not set(lookup_memo.WATCHED_WRITES) & set(vars(block_map))
+    assert _in_its_pool(work, block_map) == "vllm's map"
     assert work.mismatches == 0, work.first_mismatch
 
 
@@ -321,10 +348,12 @@ def _no_watch_on(kind: str) -> Callable[[pytest.MonkeyPatch], None]:
     def plant(monkeypatch: pytest.MonkeyPatch) -> None:
         real = lookup_memo.LookupMemo._watch_maps
 
-        def watch_maps(self: lookup_memo.LookupMemo) -> None:
-            real(self)
-            for block_map in self.watched_maps:
-                vars(block_map).pop(kind)
+        def watch_maps(self: lookup_memo.LookupMemo) -> bool:
+            if not real(self):
+                return False
+            for view in self.views:  # vLLM's own write again, unwatched
+                setattr(view, kind, getattr(type(view).__mro__[1], kind).__get__(view))
+            return True
 
         monkeypatch.setattr(lookup_memo.LookupMemo, "_watch_maps", watch_maps)
 
@@ -450,9 +479,9 @@ def test_uninstall_takes_the_memory_and_its_watch_away() -> None:
     work.lookup(request)
     work.lookup(request)
     coordinator = work.manager.coordinator
-    assert "insert" in vars(block_map) and lookup_memo.memo_of(coordinator) is not None
+    assert _in_its_pool(work, block_map) == "a view" and lookup_memo.memo_of(coordinator) is not None
     vllm_adapter.uninstall()
-    assert "insert" not in vars(block_map) and "pop" not in vars(block_map)
+    assert _in_its_pool(work, block_map) == "vllm's map"
     assert lookup_memo.memo_of(coordinator) is None
     assert HybridKVCacheCoordinator.__dict__[ATTR] is VLLM_OWN[HybridKVCacheCoordinator]
 
@@ -473,10 +502,10 @@ def test_a_batch_of_distinct_lookups_is_never_remembered() -> None:
         for request in work.waiting:
             work.lookup(request)
     assert memo_stats()["remembered"] == 0 and memo_stats()["hits"] == 0
-    assert "insert" not in vars(block_map)
+    assert _in_its_pool(work, block_map) == "vllm's map"
     head = work.waiting[-1]
     work.lookup(head)  # again right after its last lookup
-    assert memo_stats()["remembered"] == 1 and "insert" in vars(block_map)
+    assert memo_stats()["remembered"] == 1 and _in_its_pool(work, block_map) == "a view"
     work.lookup(head)
     assert memo_stats()["hits"] == 1
     assert work.mismatches == 0, work.first_mismatch

@@ -15,6 +15,7 @@ so is any call after a failure of ours (told to ``on_error`` first).
 from collections.abc import Callable
 from typing import Any
 
+from swa_prefix_cache.vllm_adapter.lookup_memo import watch_type
 from swa_prefix_cache.vllm_adapter.swa_lookup import LAYOUT_BLOCKS, pool_layout, resolve
 
 
@@ -51,7 +52,7 @@ def make_full_lookup(
         resolve=resolve,
         spec_type=(FullAttentionSpec, ChunkedLocalAttentionSpec),
         pool_type=pool_type,
-        map_type=map_type,
+        map_type=(map_type, watch_type(map_type)),  # vLLM's map, or the lookup memory's view of it
         block_type=block_type,
         probe_fn=pool_type.__dict__["get_cached_block"],
         read_fn=map_type.__dict__["get_one_block"],

@@ -9,9 +9,12 @@ an access on 3.11, measured: a method reading three attributes went from 69
 to 113 ns). The pool, its hash map, the coordinator and the offloading
 manager are read by vLLM at every scheduler step, so the plugin never asks
 for their ``__dict__``: it reads attributes as vLLM's calls read them.
-(Setting an attribute the class's shared keys have no room for builds the
-dict too: the lookup memory's watch on a pool's map does, while it
-remembers an answer; lookup_memo.py.)
+(Setting a new attribute name builds the dict too, once the class has made
+about 28 objects: CPython 3.11-3.13 give a class's shared keys room for new
+names that shrinks with every object made. A new name in those keys also
+stops CPython from specializing method calls of that name on every object
+of the class. So the lookup memory sets nothing on vLLM's map: it puts a
+watching view in the pool's slot, lookup_memo.py.)
 """
 
 from __future__ import annotations

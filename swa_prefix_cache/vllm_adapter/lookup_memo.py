@@ -23,13 +23,16 @@ the sources this rests on are the fingerprint binding ``LOOKUP_MEMO``):
   replaces the map up to 0.33.0 and clears it in place from 0.34.0 on
   (``BlockPool.move_block_hashes``, new in 0.34.0, writes through
   ``_remove_cached_block_hashes`` and ``_insert_block_hash``, so through pop
-  and insert). While an answer is remembered, each map's ``insert``, ``pop``
-  and ``clear`` (where the class has one) are watched (as attributes of that
-  map object, removed when nothing is remembered; setting them may make
-  CPython build the map's ``__dict__``, which slows vLLM's later reads of
-  the map: instance_attrs.py): a write of a key whose hash
-  the remembered request holds forgets every remembered answer, a ``clear``
-  forgets them all, and so does a replaced map.
+  and insert). While an answer is remembered, each pool's map is replaced
+  in its pool by a watching view of it (``watch_type``): an object of a
+  subclass that shares the map's containers and changes only ``insert``,
+  ``pop`` and ``clear`` (where the class has one). A write of a key whose
+  hash the remembered request holds forgets every remembered answer, a
+  ``clear`` forgets them all, and so does a replaced map; forgetting puts
+  vLLM's map back in its pool. Nothing is set on vLLM's map: a new
+  attribute name would enter its class's shared keys, which stops CPython
+  from specializing vLLM's ``map.insert(...)`` calls, and builds the map's
+  ``__dict__`` once the class has made about 28 objects (instance_attrs.py).
 * On 0.34.0 the map holds block ids and ``get_one_block`` answers
   ``blocks[id]`` from the pool's fixed list of blocks, so the map's keys
   and ids are all a lookup reads of it, as with the block lists before.
@@ -52,12 +55,12 @@ vLLM's caller may change the lists it gets.
 
 from __future__ import annotations
 
+import gc
 import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 
 logger = logging.getLogger("swa_prefix_cache")
 
@@ -70,9 +73,14 @@ MAX_REMEMBERED = 8
 # The marks of the last this many distinct lookups: a lookup repeats one of
 # them to be remembered (the oldest mark leaves first).
 SEEN_WINDOW = 4
-# The map methods that write it (``clear`` from vLLM 0.34.0 on), shadowed
-# on the map object while an answer is remembered.
+# The map methods that write it (``clear`` from vLLM 0.34.0 on), which the
+# watching view changes.
 WATCHED_WRITES = ("insert", "pop", "clear")
+# The attributes a map holds its state in (vLLM 0.28-0.33: ``_cache``;
+# 0.34.0: ``_blocks``, ``_cache``, ``_dup_ids``; the binding pins
+# ``BlockHashToBlockMap.__init__``), shared by its watching view. A map
+# holding anything else is not viewed (``LookupMemo._views``).
+MAP_STATE = ("_blocks", "_cache", "_dup_ids")
 
 
 @dataclass
@@ -123,14 +131,14 @@ class LookupMemo:
         self.seen: dict[int, _Entry] = {}
         self.entries: dict[int, _Entry] = {}
         self.watch: set[bytes] = set()
-        self.watched_maps: list[Any] = []  # the maps carrying our insert/pop
+        self.views: list[Any] = []  # in the pools' slots, one a pool, while remembering
 
     def lookup(self, find: Callable[..., tuple], owner: Any, hashes: list, max_length: int) -> tuple:
         """``find(owner, hashes, max_length)``, or a copy of its remembered
         answer."""
         if not hashes:
             return find(owner, hashes, max_length)
-        if self.watched_maps and not self._maps_unchanged():
+        if self.views and not self._maps_unchanged():
             self.forget()
         key = id(hashes)
         entry = self.entries.get(key)
@@ -148,82 +156,126 @@ class LookupMemo:
         return result
 
     def _remember(self, entry: _Entry, result: tuple) -> None:
-        if not self.watched_maps and not self._maps_unwatched():
-            return  # another watcher holds these maps: remember nothing
+        if not self.views and not self._watch_maps():
+            return  # a map it cannot view: remember nothing
         if len(self.entries) >= MAX_REMEMBERED:
             self.forget()
+            if not self._watch_maps():
+                return
         entry.result = copy_result(result)
         self.entries[id(entry.hashes)] = entry
         self.seen.pop(id(entry.hashes), None)
         self.watch.update(entry.hashes)
         self.stats.remembered += 1
-        if not self.watched_maps:
-            self._watch_maps()
 
     def _maps_unchanged(self) -> bool:
-        return all(
-            pool.cached_block_hash_to_block is watched
-            for pool, watched in zip(self.pools, self.watched_maps)
-        )
+        return all(pool.cached_block_hash_to_block is view
+                   for pool, view in zip(self.pools, self.views))
 
-    def _maps_unwatched(self) -> bool:
-        """No one else's insert / pop / clear sits on these maps (two
-        memories on one map would undo each other's watch)."""
-        return all(
-            calls_own(block_map, name, getattr(type(block_map), name, None))
-            for block_map in (pool.cached_block_hash_to_block for pool in self.pools)
-            for name in WATCHED_WRITES
-        )
-
-    def _watch_maps(self) -> None:
-        """Shadow each map's insert, pop and clear with watching ones
-        (instance attributes: vLLM's calls
-        ``self.cached_block_hash_to_block.insert`` find them first)."""
+    def _watch_maps(self) -> bool:
+        """Put a watching view of each pool's map in its place (vLLM's
+        ``self.cached_block_hash_to_block.insert(...)`` then calls the
+        view's); False, with nothing changed, if a map cannot be viewed."""
+        views = []
         for pool in self.pools:
-            block_map = pool.cached_block_hash_to_block
-            cls = type(block_map)
-            block_map.insert = _watching(self, cls.insert.__get__(block_map))
-            block_map.pop = _watching(self, cls.pop.__get__(block_map))
-            clear = getattr(cls, "clear", None)
-            if clear is not None:  # vLLM 0.34.0's reset_prefix_cache
-                block_map.clear = _forgetting(self, clear.__get__(block_map))
-            self.watched_maps.append(block_map)
+            view = self._view_of(pool.cached_block_hash_to_block)
+            if view is None:
+                return False
+            views.append(view)
+        for pool, view in zip(self.pools, views):
+            pool.cached_block_hash_to_block = view
+        self.views = views
+        return True
+
+    def _view_of(self, block_map: Any) -> Any | None:
+        """A watching view sharing ``block_map``'s state, or None when the
+        map is not vLLM's class or holds more than ``MAP_STATE`` (another
+        watcher's view, or an attribute someone set on it). Its GC
+        referents are its attributes' values and its class, read without
+        building its ``__dict__``."""
+        map_type = type(block_map)
+        if map_type in _watch_types.values():
+            return None
+        view = object.__new__(watch_type(map_type))
+        shared = []
+        for name in MAP_STATE:
+            value = getattr(block_map, name, _ABSENT)
+            if value is not _ABSENT:
+                setattr(view, name, value)
+                shared.append(value)
+        held = [ref for ref in gc.get_referents(block_map) if ref is not map_type]
+        if sorted(map(id, held)) != sorted(map(id, shared)):
+            return None
+        view._memo = self
+        view._watch = self.watch
+        view._vllm_map = block_map
+        return view
 
     def forget(self) -> None:
-        """Drop every remembered answer and the watch."""
+        """Drop every remembered answer, and put vLLM's maps back."""
         if self.entries:
             self.stats.forgotten += 1
         self.entries.clear()
         self.watch.clear()
-        for block_map in self.watched_maps:
-            for name in WATCHED_WRITES:
-                try:
-                    delattr(block_map, name)  # ours, on the instance (not its __dict__: instance_attrs.py)
-                except AttributeError:
-                    pass
-        self.watched_maps.clear()
+        for pool, view in zip(self.pools, self.views):
+            if pool.cached_block_hash_to_block is view:  # not replaced since
+                pool.cached_block_hash_to_block = view._vllm_map
+        self.views = []
 
 
-def _watching(memo: LookupMemo, write: Callable[..., Any]) -> Callable[..., Any]:
-    """``write`` (a map's insert or pop, bound), forgetting the memory first
-    when the key's hash is one a remembered lookup reads."""
-    watch = memo.watch
+_ABSENT = object()
 
-    def watched_write(key: bytes, *args: Any) -> Any:
-        if key[:-GROUP_ID_BYTES] in watch:
-            memo.forget()
-        return write(key, *args)
+# The watching view's class of each map class.
+_watch_types: dict[type, type] = {}
 
+
+def watch_type(map_type: type) -> type:
+    """The class of the lookup memory's watching views of ``map_type``'s
+    maps: ``map_type`` with ``insert``, ``pop`` and ``clear`` (where it has
+    one) forgetting the memory first when the write can change a remembered
+    answer; every read is vLLM's own (the native lookup reads a view inline,
+    as vLLM's map: swa_lookup.py names this class to it)."""
+    found = _watch_types.get(map_type)
+    if found is None:
+        namespace: dict[str, Any] = {
+            "__doc__": f"{map_type.__name__}, its writes watched (swa-prefix-cache's lookup memory).",
+            "__module__": __name__,
+            "insert": _watching(map_type.insert),
+            "pop": _watching(map_type.pop),
+        }
+        clear = getattr(map_type, "clear", None)
+        if clear is not None:  # vLLM 0.34.0's reset_prefix_cache
+            namespace["clear"] = _forgetting(clear)
+        found = _watch_types[map_type] = type(f"Watched{map_type.__name__}", (map_type,), namespace)
+    return found
+
+
+def _watching(write: Callable[[Any, bytes, Any], Any]) -> Callable[[Any, bytes, Any], Any]:
+    """``write`` (the map class's insert or pop), forgetting the memory
+    first when the key's hash is one a remembered lookup reads. Both take a
+    key and one more argument, and vLLM passes them by position
+    (``BlockPool._insert_block_hash`` and ``_remove_cached_block_hashes``,
+    in the binding): plain positional parameters and a call of the class's
+    function keep the watch near 100 ns a write on CPython 3.11 (a bound
+    method called with ``*args`` cost 260 ns; every block cached or evicted
+    pays it while an answer is remembered)."""
+
+    def watched_write(self: Any, key: bytes, arg: Any) -> Any:
+        if key[:-GROUP_ID_BYTES] in self._watch:
+            self._memo.forget()
+        return write(self, key, arg)
+
+    watched_write.__name__ = write.__name__
     return watched_write
 
 
-def _forgetting(memo: LookupMemo, write: Callable[[], Any]) -> Callable[[], Any]:
-    """``write`` (a map's clear, bound), forgetting the memory first: it
-    drops every key."""
+def _forgetting(clear: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``clear`` (the map class's), forgetting the memory first: it drops
+    every key."""
 
-    def watched_clear() -> Any:
-        memo.forget()
-        return write()
+    def watched_clear(self: Any) -> Any:
+        self._memo.forget()
+        return clear(self)
 
     return watched_clear
 

@@ -27,6 +27,7 @@ from swa_prefix_cache.pyspec import SearchParams
 from swa_prefix_cache.pyspec.params import alignment_period, search_need
 from swa_prefix_cache.pyspec.search import prefix_fallback, stride_search
 from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
+from swa_prefix_cache.vllm_adapter.lookup_memo import watch_type
 
 # Cached SearchParams per (n, block_size, sliding_window, alignment, eagle);
 # emptied when it grows past this (a model has one shape, so this only
@@ -275,6 +276,8 @@ def make_lookup(
 
     pool_type = block_pool_module.BlockPool
     map_type = block_pool_module.BlockHashToBlockMap
+    # vLLM's map, or the lookup memory's watching view of it (its reads are vLLM's).
+    map_types = (map_type, watch_type(map_type))
     block_type = block_pool_module.KVCacheBlock
     # What the inline read assumes of the classes, checked on every call so
     # a later patch of vLLM's probe (a profiler, a test's counter) is seen.
@@ -325,7 +328,7 @@ def make_lookup(
             return None
         hash_map = block_pool.cached_block_hash_to_block
         if (
-            type(hash_map) is not map_type
+            type(hash_map) not in map_types
             or not calls_own(hash_map, "get_one_block", read_fn)
             or type(hash_map._cache) is not dict
             or (layout == LAYOUT_BLOCK_IDS and type(getattr(hash_map, "_blocks", None)) is not list)
@@ -469,7 +472,7 @@ def make_lookup(
         spec_type=SlidingWindowSpec,
         home=SlidingWindowManager,
         pool_type=pool_type,
-        map_type=map_type,
+        map_type=map_types,
         block_type=block_type,
         probe_fn=probe_fn,
         read_fn=read_fn,

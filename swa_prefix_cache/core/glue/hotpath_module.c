@@ -61,7 +61,8 @@ typedef struct {
     PyObject *resolve;    /* resolve(cls, hashes, hash_block_size, block_size, alignment) */
     PyObject *spec_type;  /* the spec class, or a tuple of them */
     PyObject *pool_type;  /* BlockPool */
-    PyObject *map_type;   /* BlockHashToBlockMap */
+    PyObject *map_type;   /* BlockHashToBlockMap, or a tuple of exact classes
+                           * (vLLM's and the lookup memory's watching view of it) */
     PyObject *block_type; /* KVCacheBlock */
     PyObject *probe_fn;   /* BlockPool.get_cached_block */
     PyObject *read_fn;    /* BlockHashToBlockMap.get_one_block */
@@ -216,7 +217,52 @@ resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
     return same;
 }
 
+/* The map's class is the map class itself (or one in the tuple): a
+ * subclass is read inline only when named, as the lookup memory's watching
+ * view is (swa_prefix_cache/vllm_adapter/lookup_memo.py: it changes only
+ * insert, pop and clear, and shares the map's containers). */
+static int
+map_type_matches(Lookup *self, PyObject *hash_map)
+{
+    Py_ssize_t k;
+
+    if (!PyTuple_Check(self->map_type)) {
+        return Py_TYPE(hash_map) == (PyTypeObject *)self->map_type;
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(self->map_type); k++) {
+        if (Py_TYPE(hash_map) == (PyTypeObject *)PyTuple_GET_ITEM(self->map_type, k)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 enum { FAST_DONE, FAST_DELEGATE, FAST_ERROR };
+
+/* obj is a class, or (when a tuple is allowed) a non-empty tuple of
+ * classes; 0 with a TypeError naming the argument otherwise. */
+static int
+class_or_classes(PyObject *obj, const char *name, int tuple_allowed)
+{
+    Py_ssize_t k;
+
+    if (tuple_allowed && PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) > 0) {
+        for (k = 0; k < PyTuple_GET_SIZE(obj); k++) {
+            if (!PyType_Check(PyTuple_GET_ITEM(obj, k))) {
+                PyErr_Format(PyExc_TypeError, "%s must be a class or a tuple of classes, got %s",
+                             name, Py_TYPE(PyTuple_GET_ITEM(obj, k))->tp_name);
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (!PyType_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a class, got %s", name, Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    return 1;
+}
+
 
 /* What one call reads of the pool, its hashes and its spec (new or
  * borrowed references as marked; released by view_release). */
@@ -296,7 +342,7 @@ read_call(Lookup *self, PyObject **a, call_view *v, pool_probe *c)
     if (v->hash_map == NULL) {
         return FAST_ERROR;
     }
-    if (Py_TYPE(v->hash_map) != (PyTypeObject *)self->map_type) {
+    if (!map_type_matches(self, v->hash_map)) {
         return FAST_DELEGATE;
     }
     own = resolves_to(v->hash_map, s_get_one_block, self->read_fn);
@@ -693,22 +739,9 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
                                 Py_TYPE(o[k])->tp_name);
         }
     }
-    if (PyTuple_Check(o[4]) && PyTuple_GET_SIZE(o[4]) > 0) {
-        for (k = 0; k < PyTuple_GET_SIZE(o[4]); k++) {
-            if (!PyType_Check(PyTuple_GET_ITEM(o[4], k))) {
-                return PyErr_Format(PyExc_TypeError,
-                                    "spec_type must be a class or a tuple of classes, got %s",
-                                    Py_TYPE(PyTuple_GET_ITEM(o[4], k))->tp_name);
-            }
-        }
-    } else if (!PyType_Check(o[4])) {
-        return PyErr_Format(PyExc_TypeError, "spec_type must be a class, got %s",
-                            Py_TYPE(o[4])->tp_name);
-    }
-    for (k = 5; k < 8; k++) {
-        if (!PyType_Check(o[k])) {
-            return PyErr_Format(PyExc_TypeError, "%s must be a class, got %s", kwlist[k],
-                                Py_TYPE(o[k])->tp_name);
+    for (k = 4; k < 8; k++) {
+        if (!class_or_classes(o[k], kwlist[k], k == 4 || k == 6)) {
+            return NULL;
         }
     }
     if (!PyDict_Check(o[11])) {
