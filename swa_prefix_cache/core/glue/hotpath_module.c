@@ -193,11 +193,14 @@ spec_matches(Lookup *self, PyObject *spec)
 /* obj.name() calls fn: the class resolves name to fn and the instance
  * does not shadow it by anything else (nothing patched on the class or the
  * instance; the very bound method put on the instance calls fn too). The
- * instance is read through getattr, as vLLM's call reads it: never through
- * its __dict__, which CPython 3.11+ would then build for the object (its
- * attributes move from inline values to a dict for good, and every later
- * self.x of vLLM's own code on that object is slower). -1 with an
- * exception set on error. */
+ * instance is read as vLLM's call reads it: never through its __dict__,
+ * which CPython 3.11+ would then build for the object (its attributes move
+ * from inline values to a dict for good, and every later self.x of vLLM's
+ * own code on that object is slower). Up to 3.12, _PyObject_GetMethod
+ * (CPython's own LOAD_METHOD lookup, in its cpython/ headers; internal from
+ * 3.13 on) answers with the class's function when no instance attribute
+ * shadows it, and makes no bound method: two fewer objects a lookup.
+ * -1 with an exception set on error. */
 static int
 resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
 {
@@ -207,7 +210,15 @@ resolves_to(PyObject *obj, PyObject *name, PyObject *fn)
     if (_PyType_Lookup(Py_TYPE(obj), name) != fn) { /* borrowed, MRO-cached */
         return 0;
     }
+#if PY_VERSION_HEX < 0x030D0000
+    if (_PyObject_GetMethod(obj, name, &found)) {
+        same = found == fn; /* the class's own, unshadowed */
+        Py_DECREF(found);
+        return same;
+    }
+#else
     found = PyObject_GetAttr(obj, name);
+#endif
     if (found == NULL) {
         return -1;
     }
