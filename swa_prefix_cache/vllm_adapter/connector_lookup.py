@@ -35,14 +35,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from swa_prefix_cache.vllm_adapter import offload_keys, registry
+from swa_prefix_cache.vllm_adapter import fingerprint, offload_keys, registry
 from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 from swa_prefix_cache.vllm_adapter.config import Mode
 
 logger = logging.getLogger("swa_prefix_cache")
 
-NAME = "offload_lookup"
-PREFIX_NAME = "offload_prefix"
+NAME = fingerprint.OFFLOAD_LOOKUP.name
+PREFIX_NAME = fingerprint.OFFLOAD_PREFIX.name
 _KEPT = "vLLM's own offload scan stays"
 
 

@@ -79,7 +79,7 @@ POLL_IDLE_S = 0.005
 POLLER_JOIN_S = 5.0
 
 
-NAME = "dp_routing"
+NAME = fingerprint.DP_ROUTING.name
 # The engine-core method the plugin adds: each rank's lookup rules.
 UTILITY = registry.BY_NAME[NAME].binds[1].attr
 _KEPT = "vLLM's data-parallel balancing kept"

@@ -55,7 +55,7 @@ from swa_prefix_cache.vllm_adapter.config import OffloadFilter, read_offload_fil
 
 logger = logging.getLogger("swa_prefix_cache")
 
-NAME = "offload_filter"
+NAME = fingerprint.OFFLOAD_FILTER.name
 _KEPT = "vLLM's offload store filter kept"
 
 

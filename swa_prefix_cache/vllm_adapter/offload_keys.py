@@ -27,13 +27,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from swa_prefix_cache.vllm_adapter import registry
+from swa_prefix_cache.vllm_adapter import fingerprint, registry
 from swa_prefix_cache.vllm_adapter.config import Mode
 from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
 
 logger = logging.getLogger("swa_prefix_cache")
 
-NAME = "offload_keys"
+NAME = fingerprint.OFFLOAD_KEYS.name
 _KEPT = "vLLM's own key loop stays"
 _SCHEDULER = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler"
 

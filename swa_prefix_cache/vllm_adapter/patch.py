@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swa_prefix_cache import settings
-from swa_prefix_cache.vllm_adapter import registry, stats_file
+from swa_prefix_cache.vllm_adapter import fingerprint, registry, stats_file
 from swa_prefix_cache.vllm_adapter.config import Core, Mode, read_core, read_mode
 
 logger = logging.getLogger("swa_prefix_cache")
@@ -65,14 +65,19 @@ class _State:
     # get_cached_block), and why the native core is off.
     pool_read: str | None = None
     core_reason: str = ""
+    last_choice: Any = None  # the latest installation's _Choice (say_active reads it)
 
 
 _state = _State()
 
-SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, LOOKUP_MEMO = (
-    "sliding_window", "pool_read", "full_attention", "lookup_memo",
-)
-OFFLOAD_LOOKUP, OFFLOAD_PREFIX, OFFLOAD_KEYS = "offload_lookup", "offload_prefix", "offload_keys"
+# The records this module plans, by their bindings' names (registry.PATCHES).
+SLIDING_WINDOW = fingerprint.SLIDING_WINDOW.name
+POOL_READ = fingerprint.POOL_READ.name
+FULL_ATTENTION = fingerprint.FULL_ATTENTION.name
+LOOKUP_MEMO = fingerprint.LOOKUP_MEMO.name
+OFFLOAD_LOOKUP = fingerprint.OFFLOAD_LOOKUP.name
+OFFLOAD_PREFIX = fingerprint.OFFLOAD_PREFIX.name
+OFFLOAD_KEYS = fingerprint.OFFLOAD_KEYS.name
 
 
 def _choose_core() -> tuple[Any, str]:
@@ -102,8 +107,6 @@ def _pool_read() -> str | None:
     ``pool_read`` record); otherwise None, and every probe calls
     ``BlockPool.get_cached_block`` (same answers, slower), said once in the
     log."""
-    from swa_prefix_cache.vllm_adapter import fingerprint
-
     def build(found: fingerprint.Match, originals: tuple[Any, ...]) -> tuple[Any, ...]:
         _state.pool_read = "block_ids" if found.semantics == fingerprint.BLOCK_IDS else "blocks"
         return ()
@@ -127,9 +130,6 @@ class _Choice:
     offload: dict[str, Any] = field(default_factory=dict)
 
 
-# The latest installation's choices (say_active reads them).
-_last_choice: list[_Choice | None] = [None]
-
 
 def plans(mode: Mode | None = None) -> dict[str, Callable[[], registry.Plan]]:
     """The registry's plans for the lookups, each made when the installer
@@ -139,7 +139,7 @@ def plans(mode: Mode | None = None) -> dict[str, Callable[[], registry.Plan]]:
     both managers' lookups are vLLM's own, timed. Once the sliding-window
     lookup is installed in this process, the lookups are decided: a later
     installation leaves them as they are."""
-    choice = _last_choice[0] = _Choice(already=registry.is_installed(SLIDING_WINDOW))
+    choice = _state.last_choice = _Choice(already=registry.is_installed(SLIDING_WINDOW))
 
     def ours_on() -> bool:
         """The later lookups are tried: ours answers the sliding-window
@@ -217,8 +217,6 @@ def _sliding_window_plan(mode: Mode | None, choice: _Choice) -> registry.Plan:
             said=f"mode off; vLLM's own lookup answers, timed for {settings.STATS_DIR.name}, "
                  f"pid {os.getpid()}",
         )
-    from swa_prefix_cache.vllm_adapter import fingerprint
-
     # The lookup memory's sources include the managers' lookups: read them
     # before ours replace them.
     choice.memo_found = _memo_fingerprint()
@@ -257,9 +255,9 @@ def _sliding_window_plan(mode: Mode | None, choice: _Choice) -> registry.Plan:
 def say_active() -> None:
     """The once-per-process lines of an installation that put our lookups
     in place (none when vLLM's own answer)."""
-    from swa_prefix_cache.vllm_adapter import connector_lookup, fingerprint
+    from swa_prefix_cache.vllm_adapter import connector_lookup
 
-    choice = _last_choice[0]
+    choice = _state.last_choice
     if choice is None or choice.already or choice.mode in (None, Mode.OFF):
         return
     if not registry.is_installed(SLIDING_WINDOW):
@@ -298,8 +296,6 @@ def _say_active(version: str, variant: str) -> None:
 def _memo_fingerprint() -> Any:
     """The lookup memory's sources against the known variants (a
     ``fingerprint.Match``), or the reason they cannot be read."""
-    from swa_prefix_cache.vllm_adapter import fingerprint
-
     try:
         return fingerprint.check(fingerprint.LOOKUP_MEMO)
     except Exception as exc:  # sources unreadable: remember nothing

@@ -108,7 +108,8 @@ class Build:
     (``found``, or checked then), bind ``make(match, originals)``; otherwise
     keep vLLM's (``kept``: what stays, said once at ``level``). ``said``: a
     line logged at INFO once it is bound, ``{VLLM}`` in it replaced by
-    vLLM's version."""
+    vLLM's version (read then: a plan is made before vLLM's sources are
+    checked, and may be made where vLLM cannot be imported)."""
 
     make: Callable[[fingerprint.Match, tuple[Any, ...]], tuple[Any, ...]]
     kept: str
