@@ -5,7 +5,8 @@ scan, on vLLM's real ``CPUOffloadingManager`` and its real
 With the plugin installed, ``OffloadingConnectorScheduler.
 _sliding_window_lookup`` is ours (swa_prefix_cache/vllm_adapter/connector_lookup.py): the
 proved stride search (the extension's ``offload_lookup`` with the native
-core, pyspec's with the python core) probing the manager's own ``lookup``.
+core, pyspec's with the python core), each chunk read inline from the
+manager's policy dicts as its own ``lookup`` reads them.
 Every answer must be vLLM's own scan's (``None`` included), the path
 asserted (answered by the search, not delegated), with:
 
@@ -221,31 +222,78 @@ def test_managers_outside_the_model_get_vllms_scan(env) -> None:
 
 
 def test_bad_input_to_the_c_function_raises_naming_the_argument(env) -> None:
+    from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
+
     from swa_prefix_cache.core import hotpath
 
     module = hotpath.load()
-    r = env.LookupResult
-    lookup = lambda key, ctx: r.MISS  # noqa: E731
+    maps = ({},)
     for args, error, name in (
-        ((lookup, [], None, -1, 0, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "window"),
-        ((lookup, [], None, 1, -1, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "initial_window"),
-        ((lookup, [], None, "1", 0, r.HIT, r.HIT_PENDING, r.MISS), ValueError, "window"),
-        ((None, [], None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS), TypeError, "lookup"),
-        ((lookup, 7, None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS), TypeError, "keys"),
-        ((lookup, []), TypeError, "8 arguments"),
+        ((maps, [], -1, 0, ChunkStatus), ValueError, "window"),
+        ((maps, [], 1, -1, ChunkStatus), ValueError, "initial_window"),
+        ((maps, [], "1", 0, ChunkStatus), ValueError, "window"),
+        (({}, [], 1, 0, ChunkStatus), TypeError, "maps"),
+        (((), [], 1, 0, ChunkStatus), TypeError, "maps"),
+        ((({}, {}, {}), [], 1, 0, ChunkStatus), TypeError, "maps"),
+        ((([],), [], 1, 0, ChunkStatus), TypeError, "maps"),
+        ((maps, 7, 1, 0, ChunkStatus), TypeError, "keys"),
+        ((maps, [], 1, 0, "ChunkStatus"), TypeError, "chunk_type"),
+        ((maps, []), TypeError, "5 arguments"),
     ):
         with pytest.raises(error, match=name):
             module.offload_lookup(*args)
-    # An answer outside the three values: NotImplemented (the caller runs
-    # vLLM's scan); an exception in lookup propagates.
-    assert module.offload_lookup(lambda k, c: r.RETRY, [1, 2], None, 1, 0,
-                                 r.HIT, r.HIT_PENDING, r.MISS) is NotImplemented
+    # A value that is not exactly the chunk class, or a chunk whose ref_cnt
+    # is not an int: NotImplemented (the caller runs vLLM's scan).
+    ready = ChunkStatus(0)
+    ready.ref_cnt = 0
 
-    def boom(key, ctx):  # type: ignore[no-untyped-def]
-        raise KeyError(key)
+    class OddChunk(ChunkStatus):
+        pass
+
+    assert module.offload_lookup(({b"a": ready},), [b"a"], 1, 0, ChunkStatus) == 1
+    assert module.offload_lookup(({b"a": OddChunk(0)},), [b"a"], 1, 0, ChunkStatus) is NotImplemented
+    assert module.offload_lookup(({b"a": "chunk"},), [b"a"], 1, 0, ChunkStatus) is NotImplemented
+
+    class FloatCount:
+        ref_cnt = 0.0
+
+    assert module.offload_lookup(({b"a": FloatCount()},), [b"a"], 1, 0, FloatCount) is NotImplemented
+
+    # An exception while reading a chunk (a key's hash, a field) propagates.
+    class Unhashable:
+        def __hash__(self) -> int:
+            raise KeyError("hash")
 
     with pytest.raises(KeyError):
-        module.offload_lookup(boom, [1, 2], None, 1, 0, r.HIT, r.HIT_PENDING, r.MISS)
+        module.offload_lookup(({b"a": ready},), [Unhashable()], 1, 0, ChunkStatus)
+
+    class Raises:
+        @property
+        def ref_cnt(self) -> int:
+            raise KeyError("ref_cnt")
+
+    with pytest.raises(KeyError):
+        module.offload_lookup(({b"a": Raises()},), [b"a"], 1, 0, Raises)
+
+
+def test_a_chunk_outside_the_model_gets_vllms_scan(env) -> None:
+    """A policy dict holding something other than vLLM's ChunkStatus (put
+    there by other code): the inline read refuses it and vLLM's own scan
+    answers, through the manager's lookup, whatever it makes of it."""
+    _install("native")
+    mask = [HIT] * 6
+    manager, keys, ctx = planted_manager(env, mask, 9100)
+    chunks = manager._policy.chunks
+
+    class Ready:
+        is_ready = True
+
+    chunks[keys[5]] = Ready()  # the search reads the last chunk first
+    before = connector_lookup.status()
+    _compare(env, manager, keys, ctx, 2, None)
+    after = connector_lookup.status()
+    assert after["delegated"] - before["delegated"] == 1
+    assert after["answered"] == before["answered"]
 
 
 def test_shadow_compares_and_returns_vllms_answer(env) -> None:

@@ -102,6 +102,54 @@ def test_calls_own_reads_no_dict() -> None:
     assert not instance_attrs.calls_own(obj, "clear", None)
 
 
+def test_the_extensions_calls_own_answers_as_pythons() -> None:
+    """``all_own_checker`` with the extension and without it: the same
+    answers on owned, shadowed, re-bound, patched-class and missing
+    methods, and no dict built; bad pairs raise naming them."""
+    from swa_prefix_cache.core import hotpath
+
+    class Owner:
+        def __init__(self) -> None:
+            self.kv_cache_spec = 1
+
+        def lookup(self) -> int:
+            return 1
+
+        def store(self) -> int:
+            return 2
+
+    class Patched(Owner):
+        def lookup(self) -> int:
+            return 3
+
+    lookup, store = Owner.__dict__["lookup"], Owner.__dict__["store"]
+    both = (("lookup", lookup), ("store", store))
+    plain, shadowed, rebound = Owner(), Owner(), Owner()
+    shadowed.store = lambda: 4
+    rebound.lookup = rebound.lookup  # the very bound method: still calls its class's own
+    cases = [
+        (plain, both, True),
+        (plain, (("lookup", lookup),), True),
+        (plain, (), True),
+        (shadowed, both, False),
+        (shadowed, (("lookup", lookup),), True),
+        (rebound, both, True),
+        (Patched(), both, False),
+        (plain, (("lookup", store),), False),
+        (plain, (("missing", lookup),), False),
+    ]
+    native = instance_attrs.all_own_checker(hotpath.load())
+    python = instance_attrs.all_own_checker(None)
+    for obj, pairs, want in cases:
+        assert native(obj, pairs) is want, (obj, pairs)
+        assert python(obj, pairs) is want, (obj, pairs)
+    assert not materialized(plain)
+    for pairs, name in ((["lookup", lookup], "pairs"), ((("lookup",),), "pairs\\[0\\]"),
+                        (((b"lookup", lookup),), "pairs\\[0\\]")):
+        with pytest.raises(TypeError, match=name):
+            native(plain, pairs)
+
+
 # Run in a fresh interpreter: a class's shared keys take new attribute
 # names only while it has made fewer than about 28 objects, and an earlier
 # test of this process may already have made (or named) them.

@@ -13,7 +13,8 @@ checks, against plain-Python references:
     id, a plain dict of blocks), random masks, read-ahead on and off, 1-3
     groups: the same blocks and hit as the reference, every call answered
     in C (totals());
-  * offload_lookup (the proved offload stride search): answers in range;
+  * offload_lookup (the proved offload stride search, each chunk read from
+    dicts inline): pyspec's answer on random masks;
 then kv_index's native core, swa_prefix_cache.kv_index._kvnative (as kv_index loads it:
 $SWA_PREFIX_CACHE_KVNATIVE names the cross-built file), with the standard
 library only (no msgspec: event batches as objects):
@@ -160,16 +161,31 @@ def key_hash_check(module, rng: random.Random) -> int:
     return checked
 
 
+class Chunk:
+    """A stand-in for vLLM's ChunkStatus: ref_cnt < 0 is pending."""
+
+    __slots__ = ("ref_cnt",)
+
+    def __init__(self, ref_cnt: int) -> None:
+        self.ref_cnt = ref_cnt
+
+
 def offload_check(module, rng: random.Random, trials: int) -> int:
-    hit, pending, miss = object(), object(), object()
+    from swa_prefix_cache.pyspec.offload_lookup import HIT, HIT_PENDING, MISS, offload_stride_search
+
     for _ in range(trials):
         n = rng.randint(0, 60)
-        states = [rng.choice((hit, hit, hit, pending, miss)) for _ in range(n)]
+        mask = [rng.choice((HIT, HIT, HIT, HIT_PENDING, MISS)) for _ in range(n)]
+        keys = [f"k{i}".encode() for i in range(n)]
+        first, second = {}, {}
+        for key, state in zip(keys, mask):
+            if state != MISS:  # ARC-like: a chunk in either map
+                (first if rng.random() < 0.5 else second)[key] = Chunk(-1 if state == HIT_PENDING else rng.randint(0, 3))
         window = rng.randint(1, 8)
         initial = rng.choice((0, rng.randint(1, 8)))
-        got = module.offload_lookup(lambda key, ctx: states[key], list(range(n)), None, window,
-                                    initial, hit, pending, miss)
-        assert got is None or got is NotImplemented or -1 <= got <= n, got
+        got = module.offload_lookup((first, second), keys, window, initial, Chunk)
+        want = offload_stride_search(mask.__getitem__, n, window, initial or None)
+        assert got == want, (mask, window, initial, got, want)
     return trials
 
 

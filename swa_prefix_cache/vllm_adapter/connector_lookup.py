@@ -6,7 +6,11 @@ chunk. For a manager whose lookup is pure and never answers ``RETRY`` the
 answer is a function of a three-valued chunk mask, and the proved stride
 search (``offload_stride_search``: swa_prefix_cache/core/proved/offload_lookup.c through the
 extension, or swa_prefix_cache/pyspec/offload_lookup.py with the python core) returns the
-same value while asking the manager about ``N / W + 2W`` chunks.
+same value while reading ``N / W + 2W`` chunks. Each chunk is read inline,
+as the manager's ``lookup`` reads it (its policy's dicts, then
+``ChunkStatus.is_ready``: ``ref_cnt >= 0``): a call of the manager's
+``lookup`` cost about 0.5 µs a probe, most of a tier lookup's time with a
+128-token window (gpt-oss-120b), and the inline read costs tens of ns.
 
 Which managers: exactly vLLM's ``CPUOffloadingManager`` with its own
 ``lookup`` and an LRU or ARC policy with its own ``get`` (a dict read; the
@@ -36,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from swa_prefix_cache.vllm_adapter import fingerprint, offload_keys, registry
-from swa_prefix_cache.vllm_adapter.instance_attrs import calls_own
+from swa_prefix_cache.vllm_adapter.instance_attrs import all_own_checker
 from swa_prefix_cache.vllm_adapter.config import Mode
 
 logger = logging.getLogger("swa_prefix_cache")
@@ -72,7 +76,7 @@ def plans(mode: Mode, hotpath: Any, on_error: Callable[[BaseException], None],
         return (ours,)
 
     def build_prefix(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
-        answer = _make_prefix_answer()
+        answer = _make_prefix_answer(hotpath)
         if mode is Mode.SHADOW:
             return (_prefix_shadow(answer, originals[0], on_shadow),)
         return (_prefix_lookup(answer, originals[0], on_error),)
@@ -104,7 +108,7 @@ def status() -> dict[str, Any]:
                 keys=offload_keys.status())
 
 
-def _pure_manager_check() -> Callable[[Any], bool]:
+def _pure_manager_check(hotpath: Any) -> Callable[[Any], bool]:
     """``pure_manager(manager)``: the manager is vLLM's CPUOffloadingManager
     with an LRU or ARC policy, nothing patched, so its lookup is a pure read
     of the policy's dicts that never answers RETRY."""
@@ -112,41 +116,76 @@ def _pure_manager_check() -> Callable[[Any], bool]:
     from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
     from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
 
-    lookup_fn = CPUOffloadingManager.__dict__["lookup"]
-    policy_get = {LRUCachePolicy: LRUCachePolicy.__dict__["get"],
-                  ARCCachePolicy: ARCCachePolicy.__dict__["get"]}
+    all_own = all_own_checker(hotpath)
+    lookup = (("lookup", CPUOffloadingManager.__dict__["lookup"]),)
+    policy_get = {LRUCachePolicy: (("get", LRUCachePolicy.__dict__["get"]),),
+                  ARCCachePolicy: (("get", ARCCachePolicy.__dict__["get"]),)}
 
     def pure_manager(manager: Any) -> bool:
+        if type(manager) is not CPUOffloadingManager:
+            return False
         policy = getattr(manager, "_policy", None)
         get = policy_get.get(type(policy))
-        return (
-            type(manager) is CPUOffloadingManager
-            and calls_own(manager, "lookup", lookup_fn)
-            and get is not None
-            and calls_own(policy, "get", get)
-        )
+        return get is not None and all_own(manager, lookup) and all_own(policy, get)
 
     return pure_manager
+
+
+def _policy_maps_reader(hotpath: Any) -> Callable[[Any], tuple | None]:
+    """``maps_of(manager)``: the dicts a pure manager's lookup reads, in the
+    order its policy's ``get`` reads them (LRU ``chunks``; ARC ``t1`` then
+    ``t2``), when a chunk read from them inline answers as its ``lookup``
+    does; None otherwise (vLLM's own code then answers). ARC's
+    ``t1.get(key) or t2.get(key)`` is ``is None`` only while chunks are
+    truthy, and the maps must be plain dicts (a subclass may override
+    ``get``)."""
+    from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
+    from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
+
+    pure_manager = _pure_manager_check(hotpath)
+    plain_maps = (dict, OrderedDict)
+    truthy_chunks = not (hasattr(ChunkStatus, "__bool__") or hasattr(ChunkStatus, "__len__"))
+
+    def maps_of(manager: Any) -> tuple | None:
+        if not truthy_chunks or not pure_manager(manager):
+            return None
+        policy = manager._policy
+        if type(policy) is ARCCachePolicy:
+            maps = (policy.t1, policy.t2)
+        else:
+            maps = (policy.chunks,)
+        for m in maps:
+            if type(m) not in plain_maps:
+                return None
+        return maps
+
+    return maps_of
 
 
 def _make_lookup(original: Callable[..., Any], hotpath: Any,
                  on_error: Callable[[BaseException], None]) -> Callable[..., Any]:
     """The replacement method around vLLM's ``original``."""
-    from vllm.v1.kv_offload.base import LookupResult
+    from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
 
-    from swa_prefix_cache.pyspec.offload_lookup import offload_stride_search
+    from swa_prefix_cache.pyspec.offload_lookup import HIT, HIT_PENDING, MISS, offload_stride_search
 
-    hit, pending, miss = LookupResult.HIT, LookupResult.HIT_PENDING, LookupResult.MISS
-    chunk_of = {miss: 0, hit: 1, pending: 2}
-    pure_manager = _pure_manager_check()
+    maps_of = _policy_maps_reader(hotpath)
 
-    def python_search(lookup: Callable[..., Any], keys: Any, req_context: Any,
-                      window: int, initial: int) -> int | None:
+    def python_search(maps: tuple, keys: Any, window: int, initial: int) -> int | None:
+        """The native search's answer with the python core: the same inline
+        reads, the search from pyspec."""
+
         def chunk(i: int) -> int:
-            answer = chunk_of.get(lookup(keys[i], req_context))
-            if answer is None:
+            key = keys[i]
+            for m in maps:
+                found = m.get(key)
+                if found is not None:
+                    break
+            else:
+                return MISS
+            if type(found) is not ChunkStatus or type(found.ref_cnt) is not int:
                 raise _Unsupported
-            return answer
+            return HIT_PENDING if found.ref_cnt < 0 else HIT
 
         try:
             return offload_stride_search(chunk, len(keys), window, initial or None)
@@ -163,9 +202,9 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
         initial_window_size: int | None = None,
     ) -> int | None:
         _counters.calls += 1
-        manager = self.manager
+        maps = maps_of(self.manager)
         if (
-            not pure_manager(manager)
+            maps is None
             or type(sliding_window_size) is not int
             or sliding_window_size < 0
             or (initial_window_size is not None
@@ -176,11 +215,9 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
         initial = initial_window_size or 0  # vLLM: initial_window_size or sliding_window_size
         try:
             if search is not None:
-                answer = search(manager.lookup, keys, req_context, sliding_window_size, initial,
-                                hit, pending, miss)
+                answer = search(maps, keys, sliding_window_size, initial, ChunkStatus)
             else:
-                answer = python_search(manager.lookup, keys, req_context,
-                                       sliding_window_size, initial)
+                answer = python_search(maps, keys, sliding_window_size, initial)
         except Exception as exc:  # a failure of ours: vLLM's own scan answers
             on_error(exc)
             _counters.delegated += 1
@@ -192,7 +229,8 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
         return answer
 
     _sliding_window_lookup.__doc__ = (
-        "KV-offload sliding-window lookup by the proved stride search (swa-prefix-cache)."
+        "KV-offload sliding-window lookup by the proved stride search, the chunks "
+        "read inline from the policy's dicts (swa-prefix-cache)."
     )
     return _sliding_window_lookup
 
@@ -224,7 +262,7 @@ def _shadow(ours: Callable[..., Any], original: Callable[..., Any],
 RESUME_MIN_CHUNKS = 32
 
 
-def _make_prefix_answer() -> Callable[..., Any]:
+def _make_prefix_answer(hotpath: Any) -> Callable[..., Any]:
     """``answer(scheduler, keys, req, group_config, start_chunk_idx)``: what
     vLLM's ``_maximal_prefix_lookup`` returns, read inline, or
     NotImplemented where the inline read is not known to equal it (then
@@ -256,11 +294,9 @@ def _make_prefix_answer() -> Callable[..., Any]:
     from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
     from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
 
-    pure_manager = _pure_manager_check()
-    record_fn = OffloadingEventsTracker.__dict__["record_lookup"]
-    plain_maps = (dict, OrderedDict)
-    # ARC's ``t1.get(key) or t2.get(key)`` is ``is None`` only while chunks are truthy.
-    truthy_chunks = not (hasattr(ChunkStatus, "__bool__") or hasattr(ChunkStatus, "__len__"))
+    maps_of = _policy_maps_reader(hotpath)
+    all_own = all_own_checker(hotpath)
+    record_lookup = (("record_lookup", OffloadingEventsTracker.__dict__["record_lookup"]),)
     # What can take a ready chunk away or make it pending: vLLM's own, as fingerprinted.
     manager_writers = tuple((name, CPUOffloadingManager.__dict__[name]) for name in (
         "prepare_store", "complete_store", "prepare_load", "_prepare_load", "complete_load", "touch",
@@ -278,37 +314,29 @@ def _make_prefix_answer() -> Callable[..., Any]:
         """vLLM's own tracker, whose ``record_lookup`` returns at once."""
         return (
             type(tracker) is OffloadingEventsTracker
-            and calls_own(tracker, "record_lookup", record_fn)
+            and all_own(tracker, record_lookup)
             and not tracker.self_describing_enabled
         )
 
     def unchanged_since(manager: Any, policy: Any) -> int | None:
         """The manager's cache generation if a ready run it holds now stays
         ready until it is next full or reset (None if that is not sure)."""
-        if not manager._num_allocated_chunks < manager._num_chunks:
+        if (not manager._num_allocated_chunks < manager._num_chunks
+                or not all_own(manager, manager_writers)
+                or not all_own(policy, policy_writers[type(policy)])):
             return None
-        for name, fn in manager_writers:
-            if not calls_own(manager, name, fn):
-                return None
-        for name, fn in policy_writers[type(policy)]:
-            if not calls_own(policy, name, fn):
-                return None
         generation = manager._cache_generation
         return generation if type(generation) is int else None
 
     def answer(scheduler: Any, keys: Any, req: Any = None, group_config: Any = None,
                start_chunk_idx: Any = 0) -> Any:
         manager = scheduler.manager
-        if (not truthy_chunks or type(keys) is not list or not pure_manager(manager)
-                or not quiet(scheduler._events_tracker)):
+        if type(keys) is not list or not quiet(scheduler._events_tracker):
+            return NotImplemented
+        maps = maps_of(manager)
+        if maps is None:
             return NotImplemented
         policy = manager._policy
-        if type(policy) is ARCCachePolicy:
-            maps = (policy.t1, policy.t2)  # ARC's get: t1.get(key) or t2.get(key)
-        else:
-            maps = (policy.chunks,)
-        if any(type(m) not in plain_maps for m in maps):
-            return NotImplemented
         # Resume from the request's remembered ready run where it is sure to hold.
         generation = None
         mine = None

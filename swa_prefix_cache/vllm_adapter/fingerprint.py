@@ -134,7 +134,8 @@ OFFLOAD_LOOKUP = Binding(
         _src("vllm.v1.kv_offload.cpu.manager", "CPUOffloadingManager.lookup"),
         _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy.get"),
         _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy.get"),
-        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus.is_ready"),
+        # Whole: the search reads its ref_cnt field inline (is_ready's test).
+        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus"),
         _src("vllm.v1.kv_offload.base", "LookupResult"),
     ),
 )

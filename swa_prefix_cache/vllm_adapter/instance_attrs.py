@@ -20,6 +20,7 @@ watching view in the pool's slot, lookup_memo.py.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -33,3 +34,22 @@ def calls_own(obj: Any, name: str, fn: Any) -> bool:
     if fn is None:
         return found is None
     return getattr(found, "__func__", None) is fn and getattr(found, "__self__", None) is obj
+
+
+def all_own_checker(hotpath: Any) -> Callable[[Any, tuple[tuple[str, Any], ...]], bool]:
+    """``all_own(obj, pairs)``: ``calls_own(obj, name, fn)`` for every
+    ``(name, fn)`` of ``pairs``. With the extension (``hotpath``, or None
+    for the python core) its ``calls_own`` answers, through CPython's own
+    method lookup, with no bound method made per check (the KV-offload
+    lookups check about twenty methods a tier lookup); it also requires the
+    class to resolve ``name`` to ``fn``, which vLLM's own objects do."""
+    if hotpath is not None:
+        return hotpath.calls_own
+
+    def all_own(obj: Any, pairs: tuple[tuple[str, Any], ...]) -> bool:
+        for name, fn in pairs:
+            if not calls_own(obj, name, fn):
+                return False
+        return True
+
+    return all_own

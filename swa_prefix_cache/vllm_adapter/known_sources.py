@@ -125,8 +125,8 @@ VARIANTS: dict[str, list[dict]] = {
                     "0e70654939b5fb27bd760a4a41c66710ee4229f0b9cac23aa2349b09f901ee31",
                 "ARCCachePolicy.get":
                     "6e70126ebc549ebe5567c9782efdec14b8aeb6dcb71c19c56b4bd90984c4ce39",
-                "ChunkStatus.is_ready":
-                    "657b847dcda808f4710b565808810ed5aaba0a4b67087ec1708ce893335461e4",
+                "ChunkStatus":
+                    "ccef8781ac3b08e590251c6681afaa1cc8cf48c4707e077aff9fb7d232f309ba",
                 "LookupResult":
                     "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
             },

@@ -813,69 +813,109 @@ new_lookup(PyObject *module, PyObject *args, PyObject *kwargs)
 
 /* ---- the KV-offload sliding-window lookup ----------------------------------
  * OffloadingConnectorScheduler._sliding_window_lookup by the proved
- * offload_stride_search_probe: a probe of chunk i is the manager's own
- * lookup(keys[i], req_context), its answer read by identity (vLLM's
- * LookupResult members). Only for a manager whose lookup is pure and never
- * answers RETRY (swa_prefix_cache/vllm_adapter/connector_lookup.py checks which, on a source
- * fingerprint): any other answer makes the call "unsupported" and the
- * caller runs vLLM's own scan instead. */
+ * offload_stride_search_probe: a probe of chunk i reads what a pure
+ * CPUOffloadingManager's lookup(keys[i]) reads, inline: its policy's dicts
+ * (LRU: chunks; ARC: t1 then t2) and the chunk's ref_cnt. Only for vLLM's
+ * CPUOffloadingManager with its own lookup and an LRU or ARC policy with its
+ * own get (swa_prefix_cache/vllm_adapter/connector_lookup.py checks which,
+ * on a source fingerprint, and passes the maps and vLLM's ChunkStatus):
+ * any other value makes the call "unsupported" and the caller runs vLLM's
+ * own scan instead. A manager call cost about 0.5 us a probe; a dict read
+ * and a field read cost tens of ns. */
 
 typedef struct {
-    PyObject *lookup;  /* borrowed: the manager's bound lookup */
     PyObject *keys;    /* borrowed: the chunk keys (list or sequence) */
-    PyObject *context; /* borrowed: the request context */
-    PyObject *hit, *pending, *miss;
+    PyObject *maps[2]; /* borrowed: the policy's dicts, read in order */
+    Py_ssize_t nmaps;
+    PyObject *chunk_type; /* borrowed: ChunkStatus */
     int keys_is_list;
     int64_t n;
     int status;
 } offload_probe;
 
-static uint8_t
-offload_probe_chunk(void *ctx, int64_t i)
-{
-    offload_probe *c = ctx;
-    PyObject *key, *answer;
-    PyObject *call[2];
-    uint8_t chunk;
+static PyObject *s_ref_cnt; /* "ref_cnt", interned by intern_names */
 
-    if (c->status != PROBE_OK) {
-        return 0;
-    }
+/* keys[i], a new reference; NULL with PROBE_ERROR set. */
+static PyObject *
+offload_key(offload_probe *c, int64_t i)
+{
+    PyObject *key;
+
     if (i < 0 || i >= c->n) {
         PyErr_Format(PyExc_RuntimeError, "probe of chunk %lld outside [0, %lld)", (long long)i,
                      (long long)c->n);
         c->status = PROBE_ERROR;
-        return 0;
+        return NULL;
     }
     if (c->keys_is_list && i < PyList_GET_SIZE(c->keys)) {
-        key = Py_NewRef(PyList_GET_ITEM(c->keys, (Py_ssize_t)i));
-    } else {
-        key = PySequence_GetItem(c->keys, (Py_ssize_t)i);
-        if (key == NULL) {
+        return Py_NewRef(PyList_GET_ITEM(c->keys, (Py_ssize_t)i));
+    }
+    key = PySequence_GetItem(c->keys, (Py_ssize_t)i);
+    if (key == NULL) {
+        c->status = PROBE_ERROR;
+    }
+    return key;
+}
+
+/* The same answer as CPUOffloadingManager.lookup(keys[i]) read inline:
+ * the policy's get (LRU: chunks.get(key); ARC: t1.get(key) or t2.get(key))
+ * over exact dicts, then ChunkStatus.is_ready (ref_cnt >= 0). A value that
+ * is not exactly chunk_type, or a ref_cnt that is not an int, makes the
+ * call "unsupported" (the caller runs vLLM's own scan). */
+static uint8_t
+offload_probe_chunk(void *ctx, int64_t i)
+{
+    offload_probe *c = ctx;
+    PyObject *key, *chunk = NULL, *ref_cnt;
+    Py_ssize_t m;
+    long long count;
+    int overflow;
+
+    if (c->status != PROBE_OK) {
+        return 0;
+    }
+    key = offload_key(c, i);
+    if (key == NULL) {
+        return 0;
+    }
+    for (m = 0; m < c->nmaps && chunk == NULL; m++) {
+        chunk = PyDict_GetItemWithError(c->maps[m], key); /* borrowed */
+        if (chunk == NULL && PyErr_Occurred()) {
+            Py_DECREF(key);
             c->status = PROBE_ERROR;
             return 0;
         }
     }
-    call[0] = key;
-    call[1] = c->context;
-    answer = PyObject_Vectorcall(c->lookup, call, 2, NULL); /* manager.lookup(key, ctx) */
     Py_DECREF(key);
-    if (answer == NULL) {
+    if (chunk == NULL) {
+        return 0; /* MISS */
+    }
+    if (Py_TYPE(chunk) != (PyTypeObject *)c->chunk_type) {
+        c->status = PROBE_UNSUPPORTED;
+        return 0;
+    }
+    Py_INCREF(chunk); /* held while its field is read */
+    ref_cnt = PyObject_GetAttr(chunk, s_ref_cnt);
+    Py_DECREF(chunk);
+    if (ref_cnt == NULL) {
         c->status = PROBE_ERROR;
         return 0;
     }
-    if (answer == c->hit) {
-        chunk = 1;
-    } else if (answer == c->pending) {
-        chunk = 2;
-    } else if (answer == c->miss) {
-        chunk = 0;
-    } else {
-        chunk = 0;
-        c->status = PROBE_UNSUPPORTED; /* RETRY, or anything else */
+    if (!PyLong_CheckExact(ref_cnt)) {
+        Py_DECREF(ref_cnt);
+        c->status = PROBE_UNSUPPORTED;
+        return 0;
     }
-    Py_DECREF(answer);
-    return chunk;
+    count = PyLong_AsLongLongAndOverflow(ref_cnt, &overflow);
+    Py_DECREF(ref_cnt);
+    if (overflow != 0) {
+        return overflow < 0 ? 2 : 1;
+    }
+    if (count == -1 && PyErr_Occurred()) {
+        c->status = PROBE_ERROR;
+        return 0;
+    }
+    return count < 0 ? 2 : 1; /* HIT_PENDING : HIT */
 }
 
 static int
@@ -888,59 +928,131 @@ offload_size(PyObject *obj, const char *name, int64_t *out)
     return 0;
 }
 
-static PyObject *
-offload_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* keys' length, or -1 with a TypeError naming it. */
+static Py_ssize_t
+offload_keys_size(PyObject *keys)
 {
-    offload_probe c;
-    int64_t window, initial, probes = 0, end;
-    Py_ssize_t n;
+    Py_ssize_t n = PyList_CheckExact(keys) ? PyList_GET_SIZE(keys) : PySequence_Size(keys);
 
-    (void)module;
-    if (nargs != 8) {
-        return PyErr_Format(PyExc_TypeError,
-                            "offload_lookup(lookup, keys, req_context, window, initial_window, "
-                            "hit, pending, miss) takes 8 arguments, got %zd", nargs);
-    }
-    if (!PyCallable_Check(args[0])) {
-        return PyErr_Format(PyExc_TypeError, "lookup must be callable, got %s",
-                            Py_TYPE(args[0])->tp_name);
-    }
-    if (offload_size(args[3], "window", &window) < 0
-        || offload_size(args[4], "initial_window", &initial) < 0) {
-        return NULL;
-    }
-    n = PyList_CheckExact(args[1]) ? PyList_GET_SIZE(args[1]) : PySequence_Size(args[1]);
     if (n < 0) {
         PyErr_Clear();
-        return PyErr_Format(PyExc_TypeError, "keys must be a sequence, got %s",
-                            Py_TYPE(args[1])->tp_name);
+        PyErr_Format(PyExc_TypeError, "keys must be a sequence, got %s", Py_TYPE(keys)->tp_name);
     }
-    c.lookup = args[0];
-    c.keys = args[1];
-    c.context = args[2];
-    c.hit = args[5];
-    c.pending = args[6];
-    c.miss = args[7];
-    c.keys_is_list = PyList_CheckExact(args[1]);
-    c.n = (int64_t)n;
-    c.status = PROBE_OK;
+    return n;
+}
 
-    end = offload_stride_search_probe(offload_probe_chunk, &c, c.n, window, initial, &probes);
+/* Run the proved search with probe over c's keys; its answer as vLLM's
+ * _sliding_window_lookup returns it (None, or the window's end), or
+ * NotImplemented when a probe met something outside the model. */
+static PyObject *
+offload_search(pc_tri_probe_fn probe, offload_probe *c, int64_t window, int64_t initial)
+{
+    int64_t probes = 0, end;
 
-    if (c.status == PROBE_ERROR) {
+    c->status = PROBE_OK;
+    end = offload_stride_search_probe(probe, c, c->n, window, initial, &probes);
+    if (c->status == PROBE_ERROR) {
         return NULL;
     }
-    if (c.status == PROBE_UNSUPPORTED) {
+    if (c->status == PROBE_UNSUPPORTED) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    if (end < -1 || end > c.n) {
+    if (end < -1 || end > c->n) {
         return PyErr_Format(PyExc_RuntimeError, "offload_stride_search answered %lld outside "
-                            "[-1, %lld]", (long long)end, (long long)c.n);
+                            "[-1, %lld]", (long long)end, (long long)c->n);
     }
     if (end == OL_NONE) {
         Py_RETURN_NONE;
     }
     return PyLong_FromLongLong((long long)end);
+}
+
+static PyObject *
+offload_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    offload_probe c = {0};
+    int64_t window, initial;
+    Py_ssize_t n, m;
+
+    (void)module;
+    if (nargs != 5) {
+        return PyErr_Format(PyExc_TypeError,
+                            "offload_lookup(maps, keys, window, initial_window, "
+                            "chunk_type) takes 5 arguments, got %zd", nargs);
+    }
+    if (!PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) < 1
+        || PyTuple_GET_SIZE(args[0]) > 2) {
+        return PyErr_Format(PyExc_TypeError, "maps must be a tuple of 1 or 2 dicts, got %R",
+                            args[0]);
+    }
+    for (m = 0; m < PyTuple_GET_SIZE(args[0]); m++) {
+        if (!PyDict_Check(PyTuple_GET_ITEM(args[0], m))) {
+            return PyErr_Format(PyExc_TypeError, "maps must be a tuple of 1 or 2 dicts, got a %s",
+                                Py_TYPE(PyTuple_GET_ITEM(args[0], m))->tp_name);
+        }
+        c.maps[m] = PyTuple_GET_ITEM(args[0], m);
+    }
+    if (!PyType_Check(args[4])) {
+        return PyErr_Format(PyExc_TypeError, "chunk_type must be a class, got %s",
+                            Py_TYPE(args[4])->tp_name);
+    }
+    if (offload_size(args[2], "window", &window) < 0
+        || offload_size(args[3], "initial_window", &initial) < 0) {
+        return NULL;
+    }
+    n = offload_keys_size(args[1]);
+    if (n < 0) {
+        return NULL;
+    }
+    c.nmaps = PyTuple_GET_SIZE(args[0]);
+    c.chunk_type = args[4];
+    c.keys = args[1];
+    c.keys_is_list = PyList_CheckExact(args[1]);
+    c.n = (int64_t)n;
+    return offload_search(offload_probe_chunk, &c, window, initial);
+}
+
+/* calls_own(obj, pairs): every (name, fn) of pairs is resolves_to(obj,
+ * name, fn): obj.name(...) calls its class's fn on obj. The KV-offload
+ * lookups check about twenty of vLLM's methods per tier lookup (those that
+ * can change what a remembered ready run holds); in Python each check made
+ * a bound method and read two of its attributes. */
+static PyObject *
+calls_own(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *pairs, *pair;
+    Py_ssize_t k;
+    int own;
+
+    (void)module;
+    if (nargs != 2) {
+        return PyErr_Format(PyExc_TypeError, "calls_own(obj, pairs) takes 2 arguments, got %zd",
+                            nargs);
+    }
+    pairs = args[1];
+    if (!PyTuple_CheckExact(pairs)) {
+        return PyErr_Format(PyExc_TypeError, "pairs must be a tuple of (name, function) "
+                            "tuples, got %s", Py_TYPE(pairs)->tp_name);
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(pairs); k++) {
+        pair = PyTuple_GET_ITEM(pairs, k);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0))) {
+            return PyErr_Format(PyExc_TypeError, "pairs[%zd] must be a (name, function) "
+                                "tuple, got %R", k, pair);
+        }
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(pairs); k++) {
+        pair = PyTuple_GET_ITEM(pairs, k);
+        own = resolves_to(args[0], PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
+        if (own < 0) {
+            return NULL;
+        }
+        if (!own) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -997,11 +1109,18 @@ static PyMethodDef hotpath_methods[] = {
                "itself for a list of bytes of one length (1-64 bytes; each must be hash(key)), "
                "or None when it leaves them to CPython's _Py_HashBytes (for tests)")},
     {"offload_lookup", (PyCFunction)(void (*)(void))offload_lookup, METH_FASTCALL,
-     PyDoc_STR("offload_lookup(lookup, keys, req_context, window, initial_window, hit, "
-               "pending, miss) -> int | None | NotImplemented: vLLM's "
+     PyDoc_STR("offload_lookup(maps, keys, window, initial_window, chunk_type) -> "
+               "int | None | NotImplemented: vLLM's "
                "OffloadingConnectorScheduler._sliding_window_lookup by the proved "
-               "offload_stride_search (initial_window 0 = None); NotImplemented when "
-               "lookup answered anything but hit, pending or miss")},
+               "offload_stride_search (initial_window 0 = None), each chunk read as a pure "
+               "CPUOffloadingManager's lookup reads it: the first of maps (1 or 2 dicts, the "
+               "policy's) holding the key, then the chunk's ref_cnt (>= 0: HIT, < 0: "
+               "HIT_PENDING; absent: MISS); NotImplemented when a value is not exactly "
+               "chunk_type or its ref_cnt is not an int")},
+    {"calls_own", (PyCFunction)(void (*)(void))calls_own, METH_FASTCALL,
+     PyDoc_STR("calls_own(obj, pairs) -> bool: for every (name, fn) in pairs, obj.name(...) "
+               "calls fn, its class's function, on obj (the class resolves name to fn and "
+               "no instance attribute shadows it), read without building obj's __dict__")},
     {"totals", totals, METH_NOARGS,
      PyDoc_STR("totals() -> {'native': n, 'delegated': n}: lookups answered in C "
                "and handed to the Python lookup by every Lookup of this process")},
@@ -1039,6 +1158,7 @@ intern_names(void)
         {&s_view_hashes, "block_hashes"},
         {&s_view_scale, "scale_factor"},
         {&s_blocks, "_blocks"},
+        {&s_ref_cnt, "ref_cnt"},
     };
     size_t k;
     int j;
