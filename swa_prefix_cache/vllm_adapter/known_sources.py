@@ -416,4 +416,100 @@ VARIANTS: dict[str, list[dict]] = {
             },
         },
     ],
+    "tier_memo": [
+        {
+            "name": "0.33.0",
+            "releases": ("0.33.0",),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._lookup_complete_chunks":
+                    "1921b739e3e2e1d649fd2e23cf825d3bed21dd1863104389ea323cfb891f1ca9",
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingConnectorScheduler._sliding_window_lookup":
+                    "3a681ea0a5af5de2dc767166e7987de9e5d85595df25a6073ca82ee02b900d5f",
+                "OffloadingConnectorScheduler.__init__":
+                    "b7603b1ee4c4978fc559879f47b4a93f2d11eca155a0db3f6085b353186a1de6",
+                "GroupOffloadConfig.load_window_size_in_chunks":
+                    "29ae7785fbbde2bd6f0b9ff69b3bca074675196e8b0f8c21fc63538ca801f511",
+                "RequestOffloadState":
+                    "c485d67db8f7ec5915207d0ea62880e3183958e01fb566aeba16ef9bbe83bf89",
+                "RequestGroupState":
+                    "9d697e577309f355c4dd90929037b3ab40408aea5ffa4a18ae5ec8c6c8907c34",
+                "OffloadingEventsTracker.__init__":
+                    "7d55a5a71d25caf3966b680d227bbcdd39b08b72c75a9b05492a84352d1177a9",
+                "OffloadingEventsTracker.record_lookup":
+                    "4924f788b055eff86106c5178a2c9fce6eb433405a3378122f2c516e76fa9883",
+                "CPUOffloadingManager":
+                    "40569ffe270b996ad5e4321e3570c3bdea38af4e16660f84ff4ec3e7a3015c28",
+                "CPUOffloadingManager.prepare_store":
+                    "3f2b3cf10f7ce2d6eb60cfd59902902f8359ec46b199566f22b85aba36685223",
+                "CPUOffloadingManager.complete_store":
+                    "afdf42074e596fa7b0d3ffde350c336a3e6ed33ae2b09b30883b92e8c1da2e56",
+                "CPUOffloadingManager.reset_cache":
+                    "de4dac9e74db96eadd2b2561fa92d86fe907639a3e2dbb049732fd543c39a349",
+                "CachePolicy":
+                    "27c0e6f504c608ce7a4189c099f23e04150716ee0329c2b29bb052c939c09e99",
+                "ChunkStatus":
+                    "ccef8781ac3b08e590251c6681afaa1cc8cf48c4707e077aff9fb7d232f309ba",
+                "LRUCachePolicy":
+                    "82cff8d626acb6124441afee589ba7298c5490fe0641be4d4c1bc2a954415383",
+                "ARCCachePolicy":
+                    "ae72261a486c6ca3239aa8a5d6d5fe2b6cfce529310509dff8044ec28ac5849d",
+                "LookupResult":
+                    "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+                "round_down":
+                    "25acc4efa244a30d27a891c627a8252d144e8d9abd81a3039d78a17906e4afa5",
+            },
+        },
+        {
+            "name": "0.34.0",
+            "releases": ("0.34.0",),
+            "semantics": "",
+            "digests": {
+                "OffloadingConnectorScheduler._lookup_complete_chunks":
+                    "40253d3e6d7116a024f158df311103ead7e9caf9cbed74bcc57e391348c54b57",
+                "OffloadingConnectorScheduler._maximal_prefix_lookup":
+                    "2867f1ca14a6195dc461bccc08dc0f578727d68ac49ac474e0904beb3475e2f1",
+                "OffloadingConnectorScheduler._sliding_window_lookup":
+                    "3a681ea0a5af5de2dc767166e7987de9e5d85595df25a6073ca82ee02b900d5f",
+                "OffloadingConnectorScheduler.__init__":
+                    "6925ba5f34f1d9751dbbb153147c5c8f50463f2ba9e4466bbc1f6de2705dd09d",
+                "GroupOffloadConfig.load_window_size_in_chunks":
+                    "29ae7785fbbde2bd6f0b9ff69b3bca074675196e8b0f8c21fc63538ca801f511",
+                "RequestOffloadState":
+                    "096a0e673cb333b5ba270f03498e61953bca819b237500625420a31ae9e56e88",
+                "RequestGroupState":
+                    "9d697e577309f355c4dd90929037b3ab40408aea5ffa4a18ae5ec8c6c8907c34",
+                "OffloadingEventsTracker.__init__":
+                    "62c23b907fa27ca544876a9108395f3b47a7bfbaf2c8df75715f544ae46fea87",
+                "OffloadingEventsTracker.record_lookup":
+                    "cc18d91c846c242f68d67979aacb8be8c3bd7f0f1714f03751d110a99f77c44f",
+                "CPUOffloadingManager":
+                    "ba52ba006df3d8337c0f5fb22398366f0b86460e137ad9fee5448d31f4162d14",
+                "CPUOffloadingManager.prepare_store":
+                    "fa3be2f5dccd179df16ac621863d2cb17412dc188dfe50af428414701dd63414",
+                "CPUOffloadingManager.complete_store":
+                    "2b8847a209b4faa7fceace6b0adfbf2f6f49502edb88e617e84d4c57cceffc5a",
+                "CPUOffloadingManager.reset_cache":
+                    "de4dac9e74db96eadd2b2561fa92d86fe907639a3e2dbb049732fd543c39a349",
+                "CachePolicy":
+                    "ddf880e758e89272a6e59128e5ad804d83374c0e61212bfe9399bac02474d30c",
+                "ChunkStatus":
+                    "ccef8781ac3b08e590251c6681afaa1cc8cf48c4707e077aff9fb7d232f309ba",
+                "LRUCachePolicy":
+                    "d605d03b4120e05fcb15f4ad32853f39fc126ce13f9edcafc0762f00d2f31ad2",
+                "ARCCachePolicy":
+                    "c11d70b63e6fd9956ee8aeb82b2293c55cee06372b3ddc62180abe5a56072367",
+                "LookupResult":
+                    "34921795103172c6e8796705e8e7d2712226928f9cda411e47fbbf46678487dc",
+                "cdiv":
+                    "78d49c011ff33d58c5b7d81dea47f07f77f701753d419cdf1fd0796963551426",
+                "round_down":
+                    "25acc4efa244a30d27a891c627a8252d144e8d9abd81a3039d78a17906e4afa5",
+            },
+        },
+    ],
 }
