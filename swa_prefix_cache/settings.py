@@ -148,8 +148,7 @@ CORE = _choice_setting(
     "(same answers, slower; the full-attention lookup stays vLLM's)")
 LOOKUP_MEMO = _choice_setting(
     "SWA_PREFIX_CACHE_LOOKUP_MEMO", ("on", "off"), "on",
-    "a hybrid model's repeated lookup, and a waiting request's repeated KV-offload tier "
-    "lookup, answered from memory while no key it reads was written",
+    "a hybrid model's repeated lookup answered from memory while no key it reads was written",
     doc="docs/lookup-memo.md")
 OFFLOAD_FILTER = _choice_setting(
     "SWA_PREFIX_CACHE_OFFLOAD_FILTER", ("off", "corrected"), "off",

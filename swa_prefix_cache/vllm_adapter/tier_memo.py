@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -73,9 +72,6 @@ from swa_prefix_cache.vllm_adapter import fingerprint
 MAX_REMEMBERED = 1024
 # The first lookups marked, to be remembered at their second (oldest first out).
 MAX_MARKED = 4096
-# The key counters are rebuilt from the remembered answers once they hold
-# this many more keys than twice those answers' keys.
-COMPACT_KEYS = 1 << 16
 # Answers and marks hold their request state (its key lists too): once they
 # outnumber twice the scheduler's live request states plus this, those of
 # finished requests are dropped, so the memory never holds much more than
@@ -129,8 +125,9 @@ class _Entry:
         self.result = result
         self.ends = tuple([group.lookup_hit_end_chunk_idx for group in self.groups])
         hit = _hit_tokens(result)
-        self.loaded = _loaded_keys(configs, self.lists, computed, hit) if hit else frozenset()
-        self.delayed = (None,) + result[1:] if type(result) is tuple else None
+        if hit:
+            self.loaded = _loaded_keys(configs, self.lists, computed, hit)
+            self.delayed = (None,) + result[1:] if type(result) is tuple else None
 
     def answer(self, loading: Any) -> Any:
         """The method's answer while ``loading`` (``_chunks_being_loaded``)
@@ -191,18 +188,17 @@ def _loaded_keys(configs: Any, lists: tuple, computed: int, hit: int) -> frozens
 
 
 class TierMemo:
-    """One manager's memory: remembered answers, and how many of them
-    could read each key (a watched write of such a key forgets them)."""
+    """One manager's memory: remembered answers and the keys they read."""
 
     def __init__(self, stats: TierMemoStats) -> None:
         self.stats = stats
         self.entries: dict[int, _Entry] = {}  # by id(request state); the entry holds it
         self.marked: dict[int, _Entry] = {}
-        # A key is read by ``added[key] - dropped[key]`` remembered answers
-        # (two counters, each updated in C; compacted when mostly dropped).
-        self.added: Counter = Counter()
-        self.dropped: Counter = Counter()
-        self.held_keys = 0  # the remembered answers' keys, counted with repeats
+        # Every key a remembered answer could read (and, until the next
+        # rebuild, keys of answers since forgotten): a write outside it is
+        # one set lookup.
+        self.watched: set = set()
+        self.live_keys = 0
 
     def lookup(self, original: Callable[..., Any], scheduler: Any, status: Any,
                max_num_new_tokens: Any, maps: tuple) -> Any:
@@ -220,12 +216,13 @@ class TierMemo:
             self._drop(key, entry)
         if len(self.entries) + len(self.marked) > 2 * len(scheduler._req_status) + SLACK:
             self._sweep(scheduler)
-        mark = self.marked.pop(key, None)
+        mark = self.marked.get(key)
         if mark is None or not mark.matches(scheduler, status, args, maps):
             if len(self.marked) >= MAX_MARKED:
                 del self.marked[next(iter(self.marked))]
             self.marked[key] = _Entry(scheduler, status, args, maps)
             return original(scheduler, status, max_num_new_tokens)
+        del self.marked[key]
         loading = scheduler._chunks_being_loaded
         if loading:
             # The groups' answer, without the closing check (its None would
@@ -238,22 +235,20 @@ class TierMemo:
         else:
             result = original(scheduler, status, max_num_new_tokens)
         mark.fill(scheduler, result)
-        if len(self.entries) < MAX_REMEMBERED:
-            self.entries[key] = mark
-            self.added.update(mark.keys)
-            self.held_keys += len(mark.keys)
-            self.stats.remembered += 1
+        self._remember(scheduler, mark)
         return mark.answer(loading)
+
+    def _remember(self, scheduler: Any, entry: _Entry) -> None:
+        if len(self.entries) >= MAX_REMEMBERED:
+            return
+        self.entries[id(entry.status)] = entry
+        self.watched |= entry.keys
+        self.live_keys += len(entry.keys)
+        self.stats.remembered += 1
 
     def _drop(self, key: int, entry: _Entry) -> None:
         del self.entries[key]
-        self.dropped.update(entry.keys)
-        self.held_keys -= len(entry.keys)
-        if len(self.added) > 2 * self.held_keys + COMPACT_KEYS:
-            self.added = Counter()
-            for kept in self.entries.values():
-                self.added.update(kept.keys)
-            self.dropped = Counter()
+        self.live_keys -= len(entry.keys)
 
     def _sweep(self, scheduler: Any) -> None:
         """Drop the answers and marks of request states the scheduler no
@@ -265,16 +260,23 @@ class TierMemo:
         for key, mark in list(self.marked.items()):
             if held.get(mark.req.request_id) is not mark.status:
                 del self.marked[key]
+        self._rebuild_watched()
+
+    def _rebuild_watched(self) -> None:
+        self.watched = set()
+        for entry in self.entries.values():
+            self.watched |= entry.keys
 
     def written(self, keys: Any) -> None:
         """A watched method wrote ``keys``: forget the answers that read one."""
-        added, dropped = self.added, self.dropped
-        touched = {written for written in keys if added.get(written, 0) > dropped.get(written, 0)}
+        touched = self.watched.intersection(keys)
         if touched:
             for key, entry in list(self.entries.items()):
                 if not entry.keys.isdisjoint(touched):
                     self._drop(key, entry)
                     self.stats.forgotten += 1
+        if len(self.watched) > 2 * self.live_keys + 65536:
+            self._rebuild_watched()
 
     def clear(self) -> None:
         """Forget every answer and mark."""
@@ -282,9 +284,8 @@ class TierMemo:
             self.stats.cleared += 1
         self.entries.clear()
         self.marked.clear()
-        self.added = Counter()
-        self.dropped = Counter()
-        self.held_keys = 0
+        self.watched = set()
+        self.live_keys = 0
 
 
 _stats = [TierMemoStats()]
