@@ -48,10 +48,6 @@ OFFLOAD_ATTR = "_sliding_window_lookup"
 OFFLOAD_PREFIX_ATTR = "_maximal_prefix_lookup"
 # The request's offload keys (run inside the connector's lookup), vLLM's own.
 KEYS_ATTR = "update_offload_keys"
-# The connector's complete-chunk lookup (the tier lookup memory wraps it) and
-# the CPU manager's writers that tell that memory what they wrote.
-TIER_ATTR = "_lookup_complete_chunks"
-TIER_WRITERS = ("prepare_store", "complete_store", "reset_cache")
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.scheduler import (  # noqa: E402
         OffloadingConnectorScheduler,
@@ -59,10 +55,6 @@ try:
     )
 except ImportError:  # an older vLLM: no offloading scheduler to patch
     OffloadingConnectorScheduler = RequestOffloadState = None
-try:
-    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager  # noqa: E402
-except ImportError:  # an older vLLM
-    CPUOffloadingManager = None
 
 
 def _current(cls: Any, attr: str) -> Any:
@@ -74,8 +66,6 @@ def _current(cls: Any, attr: str) -> Any:
 OFFLOAD_ORIGINAL = _current(OffloadingConnectorScheduler, OFFLOAD_ATTR)
 OFFLOAD_PREFIX_ORIGINAL = _current(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR)
 KEYS_ORIGINAL = _current(RequestOffloadState, KEYS_ATTR)
-TIER_ORIGINAL = _current(OffloadingConnectorScheduler, TIER_ATTR)
-TIER_WRITERS_ORIGINAL = tuple(_current(CPUOffloadingManager, name) for name in TIER_WRITERS)
 
 
 CORES = ("native", "python")
@@ -87,9 +77,8 @@ class Patch:
     lookup and the full-attention lookup (vLLM's own ``FULL_ORIGINAL`` when
     that core does not replace it: the python core, or vLLM itself), the
     hybrid coordinator's lookup (vLLM's own unless the lookup memory is on)
-    and the KV-offload connector's sliding-window and full-attention lookups,
-    its request keys and its complete-chunk lookup with the CPU manager's
-    writers (vLLM's own unless given: the host-tier replay)."""
+    and the KV-offload connector's sliding-window and full-attention lookups
+    and its request keys (vLLM's own unless given: the host-tier replay)."""
 
     swa: Any
     full: Any
@@ -97,8 +86,6 @@ class Patch:
     offload: Any = OFFLOAD_ORIGINAL
     offload_prefix: Any = OFFLOAD_PREFIX_ORIGINAL
     offload_keys: Any = KEYS_ORIGINAL
-    tier: Any = TIER_ORIGINAL
-    tier_writers: tuple[Any, ...] = TIER_WRITERS_ORIGINAL
 
     @property
     def full_replaced(self) -> bool:
@@ -113,9 +100,7 @@ def _captured() -> Patch:
     return Patch(SlidingWindowManager.__dict__[ATTR], FullAttentionManager.__dict__[ATTR],
                  HybridKVCacheCoordinator.__dict__[ATTR], _current(OffloadingConnectorScheduler, OFFLOAD_ATTR),
                  _current(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR),
-                 _current(RequestOffloadState, KEYS_ATTR),
-                 _current(OffloadingConnectorScheduler, TIER_ATTR),
-                 tuple(_current(CPUOffloadingManager, name) for name in TIER_WRITERS))
+                 _current(RequestOffloadState, KEYS_ATTR))
 
 
 @dataclass
@@ -139,10 +124,9 @@ class Impls:
 
 def _searches(patch: Patch) -> Patch:
     """``patch`` with vLLM's own coordinator and offload lookups (no
-    lookup memories): the searches alone."""
+    lookup memory): the searches alone."""
     return replace(patch, hybrid=HYBRID_ORIGINAL, offload=OFFLOAD_ORIGINAL,
-                   offload_prefix=OFFLOAD_PREFIX_ORIGINAL, offload_keys=KEYS_ORIGINAL,
-                   tier=TIER_ORIGINAL, tier_writers=TIER_WRITERS_ORIGINAL)
+                   offload_prefix=OFFLOAD_PREFIX_ORIGINAL, offload_keys=KEYS_ORIGINAL)
 
 
 def _choice(core: str) -> tuple[Any, str]:
@@ -252,7 +236,6 @@ def use(impl: Any) -> Iterator[None]:
         setattr(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR, patch.offload_prefix)
     if KEYS_ORIGINAL is not None:
         setattr(RequestOffloadState, KEYS_ATTR, patch.offload_keys)
-    _set_tier(patch.tier, patch.tier_writers)
     try:
         yield
     finally:
@@ -264,17 +247,6 @@ def use(impl: Any) -> Iterator[None]:
             setattr(OffloadingConnectorScheduler, OFFLOAD_PREFIX_ATTR, OFFLOAD_PREFIX_ORIGINAL)
         if KEYS_ORIGINAL is not None:
             setattr(RequestOffloadState, KEYS_ATTR, KEYS_ORIGINAL)
-        _set_tier(TIER_ORIGINAL, TIER_WRITERS_ORIGINAL)
-
-
-def _set_tier(lookup: Any, writers: tuple[Any, ...]) -> None:
-    """The complete-chunk lookup and the CPU manager's writers (where this
-    vLLM has them all)."""
-    if TIER_ORIGINAL is None or None in TIER_WRITERS_ORIGINAL:
-        return
-    setattr(OffloadingConnectorScheduler, TIER_ATTR, lookup)
-    for name, writer in zip(TIER_WRITERS, writers):
-        setattr(CPUOffloadingManager, name, writer)
 
 
 def call_checked(impl: Any, core: str | None, fn: Callable[[], Any], calls: int = 1) -> Any:

@@ -14,7 +14,7 @@ RELEASE_SUITES := fingerprint=tests/test_fingerprint.py \
 	reference=tests/test_vllm_reference.py,tests/test_adapter.py \
 	coordinators=tests/test_coordinators.py \
 	hotpath=tests/test_hot_path.py,tests/test_full_hotpath.py,tests/test_stats_file.py
-RELEASE_OFFLOAD_SUITE := offload=tests/test_connector_lookup.py,tests/test_offload_keys.py,tests/test_tier_memo.py
+RELEASE_OFFLOAD_SUITE := offload=tests/test_connector_lookup.py,tests/test_offload_keys.py
 # The data-parallel routing's suite, where the plugin patches it (0.32+).
 RELEASE_DP_SUITE := dp=tests/test_dp_routing.py
 # The lookup memory's, qualify's, the x86 Triton guard's and the host-tier

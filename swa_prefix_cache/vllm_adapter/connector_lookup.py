@@ -35,10 +35,8 @@ tracker, manager, chunk or key list gets vLLM's own method.
 """
 
 import logging
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from swa_prefix_cache.vllm_adapter import fingerprint, offload_keys, registry
@@ -55,17 +53,6 @@ _KEPT = "vLLM's own offload scan stays"
 _counters = registry.Counters()  # answered: by the stride search
 _prefix_counters = registry.Counters()  # answered: by the inline read of the policy's dicts
 _prefix_resumed = [0]  # of those, lookups read on from a remembered ready run
-# The replacements this module made for mode on (the tier lookup memory
-# trusts them as it trusts vLLM's own searches: pure reads).
-_made: weakref.WeakSet = weakref.WeakSet()
-
-
-def made_here(fn: Any) -> bool:
-    """``fn`` is one of this module's mode-on replacements of the two searches."""
-    try:
-        return fn in _made
-    except TypeError:  # not weakly referable: not ours
-        return False
 
 
 class _Unsupported(Exception):
@@ -115,13 +102,10 @@ def say_installed(mode: Mode, hotpath: Any) -> None:
 
 def status() -> dict[str, Any]:
     """The sliding-window lookup's record, with the full-attention one's
-    under ``prefix``, the request keys' under ``keys`` and the tier lookup
-    memory's under ``memo``."""
-    from swa_prefix_cache.vllm_adapter import tier_memo
-
+    under ``prefix`` and the request keys' under ``keys``."""
     prefix = dict(registry.status_of(PREFIX_NAME, _prefix_counters), resumed=_prefix_resumed[0])
     return dict(registry.status_of(NAME, _counters), prefix=prefix,
-                keys=offload_keys.status(), memo=tier_memo.status())
+                keys=offload_keys.status())
 
 
 def _pure_manager_check(hotpath: Any) -> Callable[[Any], bool]:
@@ -176,86 +160,6 @@ def _policy_maps_reader(hotpath: Any) -> Callable[[Any], tuple | None]:
         return maps
 
     return maps_of
-
-
-@dataclass(frozen=True)
-class Purity:
-    """``maps(scheduler, manager)``: the policy dicts a lookup of the
-    scheduler's reads (``_policy_maps_reader``) when the manager's answers
-    are pure reads of them that change only in vLLM's own methods, and
-    the events tracker's ``record_lookup`` returns at once; None otherwise.
-    ``all_own``: ``instance_attrs.all_own_checker``'s, for the same core."""
-
-    maps: Callable[[Any, Any], tuple | None]
-    all_own: Callable[[Any, tuple[tuple[str, Any], ...]], bool]
-
-
-def _own_methods(cls: type) -> dict[str, Any]:
-    """Every plain function ``cls`` resolves a public or private name to
-    (its own and inherited; dunders aside), by name."""
-    import inspect
-
-    found: dict[str, Any] = {}
-    for klass in cls.__mro__[:-1]:
-        for name in vars(klass):
-            if name.startswith("__") or name in found:
-                continue
-            value = getattr(cls, name)
-            if inspect.isfunction(value):
-                found[name] = value
-    return found
-
-
-def lookup_purity(hotpath: Any) -> Purity:
-    """The check the inline full-attention read and the tier lookup memory
-    (tier_memo.py) make at each call: beyond ``maps_of``'s, every method
-    of the manager and of its policy calls vLLM's own function (a chunk's
-    state changes only where the sources were read), the memory's three
-    watched writers (``tier_memo.WATCHED``) possibly through the plugin's
-    wrapper of vLLM's own; and vLLM's own quiet tracker."""
-    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.events import (
-        OffloadingEventsTracker,
-    )
-    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
-    from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
-    from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
-
-    from swa_prefix_cache.vllm_adapter.tier_memo import WATCHED, vllms
-
-    maps_of = _policy_maps_reader(hotpath)
-    all_own = all_own_checker(hotpath)
-    record_lookup = (("record_lookup", OffloadingEventsTracker.__dict__["record_lookup"]),)
-    manager_methods = _own_methods(CPUOffloadingManager)
-    vllm_watched = {name: vllms(fingerprint.underlying(manager_methods.pop(name))) for name in WATCHED}
-    manager_pairs = tuple(manager_methods.items())
-    policy_pairs = {cls: tuple(_own_methods(cls).items()) for cls in (LRUCachePolicy, ARCCachePolicy)}
-    watched_now: dict[tuple, tuple | None] = {}
-
-    def watched_pairs() -> tuple | None:
-        """The watched writers as the class has them now, when each is
-        vLLM's own or the tier memory's wrapper of it."""
-        current = tuple([CPUOffloadingManager.__dict__.get(name) for name in WATCHED])
-        pairs = watched_now.get(current)
-        if pairs is None and current not in watched_now:
-            known = all(vllms(fn) is vllm_watched[name] for name, fn in zip(WATCHED, current))
-            pairs = watched_now[current] = tuple(zip(WATCHED, current)) if known else None
-        return pairs
-
-    def maps(scheduler: Any, manager: Any) -> tuple | None:
-        tracker = scheduler._events_tracker
-        if (type(tracker) is not OffloadingEventsTracker or not all_own(tracker, record_lookup)
-                or tracker.self_describing_enabled):
-            return None
-        found = maps_of(manager)
-        if found is None:
-            return None
-        watched = watched_pairs()
-        if (watched is None or not all_own(manager, watched) or not all_own(manager, manager_pairs)
-                or not all_own(manager._policy, policy_pairs[type(manager._policy)])):
-            return None
-        return found
-
-    return Purity(maps, all_own)
 
 
 def _make_lookup(original: Callable[..., Any], hotpath: Any,
@@ -328,7 +232,6 @@ def _make_lookup(original: Callable[..., Any], hotpath: Any,
         "KV-offload sliding-window lookup by the proved stride search, the chunks "
         "read inline from the policy's dicts (swa-prefix-cache)."
     )
-    _made.add(_sliding_window_lookup)
     return _sliding_window_lookup
 
 
@@ -377,22 +280,50 @@ def _make_prefix_answer(hotpath: Any) -> Callable[..., Any]:
     and then allocates every fresh chunk, so the manager stays full until
     ``reset_cache``) or ``clear``; ``remove`` takes only a pending chunk (a
     failed store); ``insert`` is called only for an absent key; and a ready
-    chunk's ``ref_cnt`` stays >= 0 (loads add and take back one). The
-    manager's and policy's methods must be vLLM's own (``lookup_purity``),
-    or nothing is read inline. The remembered runs are weakly keyed by the
-    request, so they leave with it."""
+    chunk's ``ref_cnt`` stays >= 0 (loads add and take back one). Each of
+    those methods must be vLLM's own on the class and not shadowed on the
+    object, or nothing is remembered or resumed. The remembered runs are
+    weakly keyed by the request, so they leave with it."""
     import weakref
 
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.events import (
+        OffloadingEventsTracker,
+    )
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+    from vllm.v1.kv_offload.cpu.policies.arc import ARCCachePolicy
     from vllm.v1.kv_offload.cpu.policies.base import ChunkStatus
+    from vllm.v1.kv_offload.cpu.policies.lru import LRUCachePolicy
 
-    purity = lookup_purity(hotpath)
+    maps_of = _policy_maps_reader(hotpath)
+    all_own = all_own_checker(hotpath)
+    record_lookup = (("record_lookup", OffloadingEventsTracker.__dict__["record_lookup"]),)
+    # What can take a ready chunk away or make it pending: vLLM's own, as fingerprinted.
+    manager_writers = tuple((name, CPUOffloadingManager.__dict__[name]) for name in (
+        "prepare_store", "complete_store", "prepare_load", "_prepare_load", "complete_load", "touch",
+        "reset_cache", "_allocate_chunks", "_get_num_free_chunks", "_free_chunk")
+        if name in CPUOffloadingManager.__dict__)
+    policy_writers = {
+        cls: tuple((name, cls.__dict__[name]) for name in (
+            "insert", "remove", "evict", "clear", "touch", "on_request_finished") if name in cls.__dict__)
+        for cls in (LRUCachePolicy, ARCCachePolicy)
+    }
     runs: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], tuple[Any, int, int, Any]]] = (
         weakref.WeakKeyDictionary())
 
-    def unchanged_since(manager: Any) -> int | None:
+    def quiet(tracker: Any) -> bool:
+        """vLLM's own tracker, whose ``record_lookup`` returns at once."""
+        return (
+            type(tracker) is OffloadingEventsTracker
+            and all_own(tracker, record_lookup)
+            and not tracker.self_describing_enabled
+        )
+
+    def unchanged_since(manager: Any, policy: Any) -> int | None:
         """The manager's cache generation if a ready run it holds now stays
         ready until it is next full or reset (None if that is not sure)."""
-        if not manager._num_allocated_chunks < manager._num_chunks:
+        if (not manager._num_allocated_chunks < manager._num_chunks
+                or not all_own(manager, manager_writers)
+                or not all_own(policy, policy_writers[type(policy)])):
             return None
         generation = manager._cache_generation
         return generation if type(generation) is int else None
@@ -400,18 +331,19 @@ def _make_prefix_answer(hotpath: Any) -> Callable[..., Any]:
     def answer(scheduler: Any, keys: Any, req: Any = None, group_config: Any = None,
                start_chunk_idx: Any = 0) -> Any:
         manager = scheduler.manager
-        if type(keys) is not list:
+        if type(keys) is not list or not quiet(scheduler._events_tracker):
             return NotImplemented
-        maps = purity.maps(scheduler, manager)
+        maps = maps_of(manager)
         if maps is None:
             return NotImplemented
+        policy = manager._policy
         # Resume from the request's remembered ready run where it is sure to hold.
         generation = None
         mine = None
         slot = None
         start = 0
         if len(keys) >= RESUME_MIN_CHUNKS and req is not None and type(start_chunk_idx) is int:
-            generation = unchanged_since(manager)
+            generation = unchanged_since(manager, policy)
             if generation is not None:
                 try:
                     mine = runs.get(req)
@@ -473,7 +405,6 @@ def _prefix_lookup(answer: Callable[..., Any], original: Callable[..., Any],
     _maximal_prefix_lookup.__doc__ = (
         "KV-offload full-attention lookup read inline from the policy's dicts (swa-prefix-cache)."
     )
-    _made.add(_maximal_prefix_lookup)
     return _maximal_prefix_lookup
 
 

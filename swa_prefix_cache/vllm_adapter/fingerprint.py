@@ -250,45 +250,10 @@ LOOKUP_MEMO = Binding(
     ),
 )
 
-# The tier lookup memory (swa_prefix_cache/vllm_adapter/tier_memo.py) answers a waiting
-# request's repeated complete-chunk lookup from memory: exact while the
-# lookup reads only its request state's fields and keys, the scheduler's
-# configuration and the keys' states (its searches, the pure manager and
-# policies, the quiet tracker), a key's state changes only in the three
-# manager methods it wraps, and the request's key lists only grow.
-_MANAGER = "vllm.v1.kv_offload.cpu.manager"
-TIER_MEMO = Binding(
-    "tier_memo",
-    "OffloadingConnectorScheduler._lookup_complete_chunks, answered from memory "
-    "(swa_prefix_cache/vllm_adapter/tier_memo.py)",
-    (
-        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._lookup_complete_chunks"),
-        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._maximal_prefix_lookup"),
-        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler._sliding_window_lookup"),
-        _src(_OFFLOAD_SCHED, "OffloadingConnectorScheduler.__init__"),
-        _src(_OFFLOAD_SCHED, "GroupOffloadConfig.load_window_size_in_chunks"),
-        _src(_OFFLOAD_SCHED, "RequestOffloadState"),
-        _src(_OFFLOAD_SCHED, "RequestGroupState"),
-        _src(_OFFLOAD_EVENTS, "OffloadingEventsTracker.__init__"),
-        _src(_OFFLOAD_EVENTS, "OffloadingEventsTracker.record_lookup"),
-        _src(_MANAGER, "CPUOffloadingManager"),
-        _src(_MANAGER, "CPUOffloadingManager.prepare_store"),
-        _src(_MANAGER, "CPUOffloadingManager.complete_store"),
-        _src(_MANAGER, "CPUOffloadingManager.reset_cache"),
-        _src("vllm.v1.kv_offload.cpu.policies.base", "CachePolicy"),
-        _src("vllm.v1.kv_offload.cpu.policies.base", "ChunkStatus"),
-        _src("vllm.v1.kv_offload.cpu.policies.lru", "LRUCachePolicy"),
-        _src("vllm.v1.kv_offload.cpu.policies.arc", "ARCCachePolicy"),
-        _src("vllm.v1.kv_offload.base", "LookupResult"),
-        _src(_MATH, "cdiv"),
-        _src(_MATH, "round_down"),
-    ),
-)
-
 BINDINGS: tuple[Binding, ...] = (
     SLIDING_WINDOW, POOL_READ, FULL_ATTENTION, OFFLOAD_LOOKUP, OFFLOAD_PREFIX, OFFLOAD_KEYS,
     OFFLOAD_FILTER, DP_ROUTING,
-    LOOKUP_MEMO, TIER_MEMO,
+    LOOKUP_MEMO,
 )
 
 
@@ -309,7 +274,7 @@ def disown(value: Any) -> None:
         del _ours[id(value)]
 
 
-def underlying(obj: Any) -> Any:
+def _through_ours(obj: Any) -> Any:
     """``obj``, or what the plugin's own replacement ``obj`` replaced."""
     for _ in range(16):
         entry = _ours.get(id(obj))
@@ -334,7 +299,7 @@ def foreign_owner(obj: Any) -> str | None:
     callable object that is not vLLM's. None for vLLM's own object."""
     import os
 
-    fn = underlying(obj)
+    fn = _through_ours(obj)
     if isinstance(fn, (classmethod, staticmethod)):
         fn = fn.__func__
     if isinstance(fn, property):
@@ -380,7 +345,7 @@ def installed_digests(binding: Binding, foreign: dict[str, str] | None = None) -
             digests[source.name] = None
             continue
         try:
-            digests[source.name] = object_digest(underlying(source.resolve()))
+            digests[source.name] = object_digest(_through_ours(source.resolve()))
         except Exception:  # moved, renamed, or no source: not the known code
             digests[source.name] = None
     return digests

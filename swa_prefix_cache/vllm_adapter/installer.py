@@ -11,7 +11,7 @@ core and the workers).
 from typing import Any
 
 from swa_prefix_cache.vllm_adapter import (
-    connector_lookup, dp_routing, lookup_memo, offload_filter, patch, registry, tier_memo,
+    connector_lookup, dp_routing, lookup_memo, offload_filter, patch, registry,
 )
 from swa_prefix_cache.vllm_adapter.config import Mode
 
@@ -38,14 +38,13 @@ def install(mode: Mode | None = None) -> bool:
 def uninstall() -> None:
     """Put vLLM's own attributes back, every record's, the last installed
     first (the data-parallel routers' sockets closed, the lookup memories'
-    watches on the pools' maps and the tier memories dropped). Safe to call when not installed."""
+    watches on the pools' maps dropped). Safe to call when not installed."""
     dp_routing.uninstall()
     with registry.lock:
         patch.release()
         for record in reversed(registry.PATCHES):
             registry.uninstall(record.name)
         lookup_memo.release_all()
-        tier_memo.release_all()
 
 
 def status() -> dict[str, Any]:

@@ -78,7 +78,6 @@ LOOKUP_MEMO = fingerprint.LOOKUP_MEMO.name
 OFFLOAD_LOOKUP = fingerprint.OFFLOAD_LOOKUP.name
 OFFLOAD_PREFIX = fingerprint.OFFLOAD_PREFIX.name
 OFFLOAD_KEYS = fingerprint.OFFLOAD_KEYS.name
-TIER_MEMO = fingerprint.TIER_MEMO.name
 
 
 def _choose_core() -> tuple[Any, str]:
@@ -183,9 +182,6 @@ def plans(mode: Mode | None = None) -> dict[str, Callable[[], registry.Plan]]:
     def lookup_memo() -> registry.Plan:
         return _memo_plan(choice) if ours_on() else None
 
-    def tier_memo() -> registry.Plan:
-        return _tier_memo_plan(choice) if ours_on() else None
-
     return {
         SLIDING_WINDOW: sliding_window,
         FULL_ATTENTION: full_attention,
@@ -193,7 +189,6 @@ def plans(mode: Mode | None = None) -> dict[str, Callable[[], registry.Plan]]:
         OFFLOAD_PREFIX: lambda: offload(OFFLOAD_PREFIX),
         OFFLOAD_KEYS: offload_keys,
         LOOKUP_MEMO: lookup_memo,
-        TIER_MEMO: tier_memo,
     }
 
 
@@ -339,32 +334,6 @@ def _memo_plan(choice: _Choice) -> registry.Plan:
     return registry.Build(build, kept, logging.INFO, found=choice.memo_found)
 
 
-def _tier_memo_plan(choice: _Choice) -> registry.Plan:
-    """Answer the KV-offload connector's repeated complete-chunk lookups
-    from memory (swa_prefix_cache/vllm_adapter/tier_memo.py), on the same
-    terms as the lookup memory: mode on, ``SWA_PREFIX_CACHE_LOOKUP_MEMO``
-    not off, its sources known code."""
-    from swa_prefix_cache.vllm_adapter import tier_memo
-    from swa_prefix_cache.vllm_adapter.config import LookupMemo, read_lookup_memo
-
-    kept = "tier lookups are not remembered"
-    if choice.mode is not Mode.ON:
-        return registry.Refusal(f"mode {choice.mode.value}")
-    try:
-        wanted = read_lookup_memo()
-    except ValueError as exc:  # the lookup memory's plan said it, once
-        return registry.Refusal(str(exc))
-    if wanted is LookupMemo.OFF:
-        return registry.Refusal(f"{settings.LOOKUP_MEMO.name}=off")
-
-    def build(found: Any, originals: tuple[Any, ...]) -> tuple[Any, ...]:
-        watchers = tier_memo.make_watchers(originals[1:])
-        memoized = tier_memo.make_memoized(originals[0], watchers, choice.hotpath, tier_memo.new_stats())
-        return (memoized, *watchers)
-
-    return registry.Build(build, kept, logging.INFO)
-
-
 def _full_plan(choice: _Choice) -> registry.Plan:
     """Replace ``FullAttentionManager.find_longest_cache_hit`` by the
     extension's proved ``full_hit`` (swa_prefix_cache/vllm_adapter/full_lookup.py), on its
@@ -440,7 +409,6 @@ def paths() -> dict[str, dict[str, Any]]:
             "answers": "a group at a time" if registry.is_installed(OFFLOAD_KEYS) else "vllm",
         },
         "lookup_memo": {"answers": "memory" if registry.is_installed(LOOKUP_MEMO) else "off"},
-        "tier_memo": {"answers": "memory" if registry.is_installed(TIER_MEMO) else "off"},
     }
 
 
@@ -466,8 +434,6 @@ def degraded() -> list[str]:
                 slower.append(f"KV-offload lookup is vLLM's own: {state(OFFLOAD_LOOKUP).reason}")
             if mode is Mode.ON and not state(LOOKUP_MEMO).installed and _asked_for(LOOKUP_MEMO):
                 slower.append(f"lookup memory off: {state(LOOKUP_MEMO).reason}")
-            if mode is Mode.ON and not state(TIER_MEMO).installed and _asked_for(TIER_MEMO):
-                slower.append(f"tier lookup memory off: {state(TIER_MEMO).reason}")
     for patch in registry.PATCHES:
         if patch.opt_in and not state(patch.name).installed and _asked_for(patch.name):
             slower.append(f"{patch.label} asked for, vLLM's own kept: {state(patch.name).reason}")

@@ -155,9 +155,9 @@ class PatchState:
 
 # In the order they are installed (``install_all``): the opt-in parts
 # first, each on its own setting; then the lookups, the sliding-window
-# lookup first (the others rest on what it chose), the lookup memories last
-# (they wrap the coordinators' and the tier's lookups, whose searches are
-# ours by then).
+# lookup first (the others rest on what it chose), the lookup memory last
+# (it wraps the coordinators' lookups, whose managers' lookups are ours by
+# then).
 PATCHES: tuple[Patch, ...] = (
     Patch(
         fingerprint.OFFLOAD_FILTER, "KV-offload store filter",
@@ -217,15 +217,6 @@ PATCHES: tuple[Patch, ...] = (
         fingerprint.LOOKUP_MEMO, "lookup memory",
         ("HybridKVCacheCoordinator.find_longest_cache_hit",),
         "a hybrid coordinator's repeated lookup of an unchanged request, by its remembered answer",
-        settings.LOOKUP_MEMO,
-    ),
-    Patch(
-        fingerprint.TIER_MEMO, "tier lookup memory",
-        ("OffloadingConnectorScheduler._lookup_complete_chunks",
-         "CPUOffloadingManager.prepare_store", "CPUOffloadingManager.complete_store",
-         "CPUOffloadingManager.reset_cache"),
-        "a waiting request's repeated KV-offload tier lookup, by its remembered answer while "
-        "no chunk it reads was written (the CPU manager's three writers tell it what they wrote)",
         settings.LOOKUP_MEMO,
     ),
 )
